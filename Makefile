@@ -1,0 +1,56 @@
+# Torch Doctor: every command a student, an instructor or a maintainer needs. A fresh clone needs only
+# Python 3.11 and make: each target builds the virtual environment first.
+
+ifndef PYTHON
+PYTHON := $(shell command -v python3.11 || command -v python3)
+endif
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMP := $(VENV)/.installed
+DEVICE ?= auto
+ASSIGNMENT ?=
+COURSE := autograder
+
+# nbgrader shells out to alembic: every nbgrader call must find the venv's bin/ first on PATH.
+export PATH := $(BIN):$(PATH)
+
+.PHONY: setup lab test lint test-notebooks release check-release autograde feedback export clean
+
+setup: $(STAMP)
+
+# Rebuilt when a pin changes; a second `make setup` with nothing changed does nothing.
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "The course needs Python 3.11; set PYTHON=/path/to/python3.11")'
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=$(CURDIR)
+
+# Everything CI checks; ends with pytest's summary line.
+test: setup lint test-notebooks
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+
+# Chapters, solutions and starters through papermill, every declared error checked (FAST mode).
+test-notebooks: setup
+	$(BIN)/python -m course_tools.run_notebooks --device $(DEVICE)
+
+# Regenerate exercises/ and solutions/ from autograder/source/.
+release: setup
+	$(BIN)/python -m course_tools.release
+
+# Grade what is in autograder/submitted/ (one assignment with ASSIGNMENT=name, else all), then export grades.
+autograde: setup
+	cd $(COURSE) && for a in $(or $(ASSIGNMENT),$$(ls source)); do $(BIN)/nbgrader autograde "$$a" || exit 1; done
+	cd $(COURSE) && $(BIN)/nbgrader export
+
+feedback: setup
+	cd $(COURSE) && for a in $(or $(ASSIGNMENT),$$(ls source)); do $(BIN)/nbgrader generate_feedback "$$a" || exit 1; done
+
+clean:
+	rm -rf build

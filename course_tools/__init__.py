@@ -1,0 +1,1 @@
+"""Tools that build, run and grade the course (not part of the torchdoctor library)."""

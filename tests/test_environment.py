@@ -1,0 +1,44 @@
+"""The pinned environment: requirements.txt and environment.yml describe the same one."""
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PIN = re.compile(r"^[A-Za-z0-9_.\-\[\]]+==[^\s=]+$")
+
+
+def requirement_lines():
+    lines = (REPO / "requirements.txt").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def conda_pip_lines():
+    """The entries of environment.yml's pip section (a flat list, so no YAML parser is needed)."""
+    text = (REPO / "environment.yml").read_text()
+    section = text.split("- pip:", 1)[1]
+    return [line.strip()[2:].strip() for line in section.splitlines() if line.strip().startswith("- ")]
+
+
+def test_every_requirement_is_pinned_exactly():
+    unpinned = [line for line in requirement_lines() if not PIN.match(line)]
+    assert not unpinned, f"pin these with ==: {unpinned}"
+
+
+def test_the_course_pins_torch_and_torchvision():
+    assert {"torch==2.14.1", "torchvision==0.29.1"} <= set(requirement_lines())
+
+
+def test_environment_yml_has_the_same_pins_as_requirements_txt():
+    conda = [line for line in conda_pip_lines() if line != "-e ."]
+    only_pip = sorted(set(requirement_lines()) - set(conda))
+    only_conda = sorted(set(conda) - set(requirement_lines()))
+    assert not only_pip and not only_conda, (
+        f"requirements.txt and environment.yml drifted apart: only in requirements.txt {only_pip}, "
+        f"only in environment.yml {only_conda}"
+    )
+
+
+def test_environment_yml_uses_python_311_and_installs_torchdoctor():
+    text = (REPO / "environment.yml").read_text()
+    assert re.search(r"^\s*- python=3\.11\s*$", text, re.MULTILINE)
+    assert "-e ." in conda_pip_lines()

@@ -1,0 +1,162 @@
+"""The notebook check catches every way a notebook can break its declared errors."""
+
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+from course_tools.notebook_check import check_executed, skip_for_device
+from course_tools.run_notebooks import run_one
+
+MISMATCH = r"mat1 and mat2 shapes cannot be multiplied \(4x20 and 10x3\)"
+PARAMETERS = {"DEVICE": "cpu", "FAST": True, "SEED": 0}
+
+
+def cell(source, *, raises=None, device=None, nbgrader=None, count=1, error=None):
+    """A code cell as it looks after execution (count=None: never ran; error=(ename, evalue): it failed)."""
+    c = new_code_cell(source, execution_count=count)
+    if raises:
+        c.metadata.tags = ["raises-exception"]
+        c.metadata.torchdoctor = {"raises": {"type": raises[0], "match": raises[1]}}
+    if device:
+        c.metadata.setdefault("torchdoctor", {})["device"] = device
+    if nbgrader:
+        c.metadata.nbgrader = nbgrader
+    if error:
+        c.outputs = [new_output("error", ename=error[0], evalue=error[1], traceback=[])]
+    return c
+
+
+def notebook(*cells):
+    nb = new_notebook(cells=list(cells))
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+DECLARED = ("RuntimeError", MISMATCH)
+REAL_ERROR = ("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (4x20 and 10x3)")
+
+
+def test_clean_notebook_with_its_declared_error_passes():
+    nb = notebook(cell("x = 1"), cell("bad()", raises=DECLARED, error=REAL_ERROR), cell("y = 2"))
+    assert check_executed(nb) == []
+
+
+def test_declared_error_that_stops_happening_fails():
+    problems = check_executed(notebook(cell("fine()", raises=DECLARED)))
+    assert len(problems) == 1 and "raised nothing" in problems[0]
+
+
+def test_declared_error_of_another_type_fails():
+    problems = check_executed(notebook(cell("bad()", raises=DECLARED, error=("ValueError", "nope"))))
+    assert len(problems) == 1 and "but raised ValueError: nope" in problems[0]
+
+
+def test_declared_error_with_another_message_fails():
+    other = ("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (4x20 and 12x3)")
+    problems = check_executed(notebook(cell("bad()", raises=DECLARED, error=other)))
+    assert len(problems) == 1 and "12x3" in problems[0]
+
+
+def test_undeclared_error_fails():
+    problems = check_executed(notebook(cell("oops()", error=("NameError", "name 'oops' is not defined"))))
+    assert len(problems) == 1 and "declares no error" in problems[0]
+
+
+def test_cell_left_unrun_fails():
+    problems = check_executed(notebook(cell("x = 1"), cell("y = 2", count=None), cell("z = 3", count=None)))
+    assert len(problems) == 1 and problems[0].startswith("2 cell(s) never ran") and "'y = 2'" in problems[0]
+
+
+@pytest.mark.parametrize(
+    "metadata, message",
+    [
+        ({"tags": ["raises-exception"]}, "does not declare which error"),
+        ({"torchdoctor": {"raises": {"type": "RuntimeError", "match": "x"}}}, "not tagged"),
+        ({"tags": ["raises-exception"], "torchdoctor": {"raises": {"type": "RuntimeError"}}}, '"raises" must be'),
+        ({"tags": ["raises-exception"], "torchdoctor": {"raises": {"type": "E", "match": "("}}}, "not a valid"),
+    ],
+)
+def test_malformed_declarations_are_reported(metadata, message):
+    c = new_code_cell("bad()", execution_count=1, metadata=metadata)
+    problems = check_executed(notebook(c))
+    assert len(problems) == 1 and message in problems[0]
+
+
+SOLUTION = {"solution": True, "grade": False, "grade_id": "answer", "locked": False}
+TEST = {"solution": False, "grade": True, "grade_id": "test_answer", "points": 1, "locked": True}
+GIVEN = {"solution": False, "grade": False, "grade_id": "given", "locked": True}
+
+
+def test_starter_may_fail_only_where_work_is_left():
+    stub = ("NotImplementedError", "")
+    nb = notebook(
+        cell("import torch", nbgrader=GIVEN),
+        cell("raise NotImplementedError()", nbgrader=SOLUTION, error=stub),
+        cell("assert answer == 1", nbgrader=TEST, error=("NameError", "name 'answer' is not defined")),
+    )
+    assert check_executed(nb, starter=True) == []
+    assert len(check_executed(nb)) == 2  # the same notebook as a solution is broken
+
+
+def test_starter_with_a_broken_given_cell_fails():
+    nb = notebook(cell("import torhc", nbgrader=GIVEN, error=("ModuleNotFoundError", "No module named 'torhc'")))
+    assert "declares no error" in check_executed(nb, starter=True)[0]
+
+
+def test_starter_whose_test_passes_without_work_fails():
+    nb = notebook(cell("raise NotImplementedError()", nbgrader=SOLUTION, error=("NotImplementedError", "")),
+                  cell("assert True", nbgrader=TEST))
+    assert "passes on the unmodified starter" in check_executed(nb, starter=True)[0]
+
+
+def test_cells_for_another_device_are_blanked():
+    nb = notebook(cell("x.cuda()", device="cuda", raises=DECLARED), cell("x.cpu()", device="cpu"))
+    assert skip_for_device(nb, "cpu") == [0]
+    assert nb.cells[0].source.startswith("# Skipped") and "raises-exception" not in nb.cells[0].metadata.tags
+    assert nb.cells[1].source == "x.cpu()"
+
+
+# End to end: the same checks through papermill and a real kernel.
+def write(tmp_path, name, *cells):
+    params = new_code_cell('DEVICE = "auto"\nFAST = False\nSEED = 0', metadata={"tags": ["parameters"]})
+    nb = notebook(params, new_code_cell("import torch\nx = torch.randn(4, 20)"), *cells)
+    path = tmp_path / name
+    nbformat.write(nb, path)
+    return path
+
+
+def declared(source):
+    c = new_code_cell(source)
+    c.metadata.tags = ["raises-exception"]
+    c.metadata.torchdoctor = {"raises": {"type": "RuntimeError", "match": MISMATCH}}
+    return c
+
+
+def test_runner_end_to_end(tmp_path):
+    good = write(tmp_path, "good.ipynb", declared("torch.nn.Linear(10, 3)(x)"), new_code_cell("y = x * 2"))
+    fixed = write(tmp_path, "fixed.ipynb", declared("torch.nn.Linear(20, 3)(x)"))
+    broken = write(tmp_path, "broken.ipynb", new_code_cell("torch.nn.Linear(10, 3)(x)"), new_code_cell("y = 1"))
+    build = tmp_path / "build"
+
+    assert run_one(good, PARAMETERS, build).problems == []
+    assert (build / "good.ipynb").is_file()
+
+    (problem,) = run_one(fixed, PARAMETERS, build).problems
+    assert "raised nothing" in problem
+
+    undeclared, unrun = run_one(broken, PARAMETERS, build).problems
+    assert "declares no error" in undeclared and "1 cell(s) never ran" in unrun
+
+
+def test_nbval_alone_would_pass_a_declared_error_that_never_happens(tmp_path):
+    """Why the runner has its own check: nbval accepts a raises-exception cell that raises nothing."""
+    path = write(tmp_path, "fixed.ipynb", declared("torch.nn.Linear(20, 3)(x)"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider", str(path)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout
+    assert run_one(path, PARAMETERS, tmp_path / "build").problems != []

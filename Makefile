@@ -26,8 +26,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
+# Extra arguments for JupyterLab, e.g. LAB_ARGS="--no-browser --port 8890". Root (containers) needs --allow-root.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=$(CURDIR)
+	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) $(LAB_ARGS)
 
 # Everything CI checks; ends with pytest's summary line.
 test: setup lint test-notebooks

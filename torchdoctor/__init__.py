@@ -1,3 +1,39 @@
-"""torchdoctor: the companion library of the Torch Doctor course."""
+"""torchdoctor: the companion library of the Torch Doctor course.
+
+``explain(error)`` diagnoses PyTorch errors from the course's catalog; ``%load_ext torchdoctor`` does it for
+every failing notebook cell; the submodules hold the debugging tools (shapes, gradients, memory, sanity,
+devices) and the cheat sheet.
+"""
+
+from torchdoctor.catalog import CATALOG, CHAPTERS, ErrorEntry, by_chapter, get_entry
+from torchdoctor.devices import pick_device, seed_everything
+from torchdoctor.explain import Diagnosis, explain
+from torchdoctor.gradients import find_nonfinite, global_grad_norm, grad_norms
+from torchdoctor.ipython_extension import load_ipython_extension, unload_ipython_extension
+from torchdoctor.memory import estimate_step_peak, measure_memory, memory_budget, peak_memory
+from torchdoctor.shapes import expect_shape, shape_table
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "CATALOG",
+    "CHAPTERS",
+    "Diagnosis",
+    "ErrorEntry",
+    "by_chapter",
+    "estimate_step_peak",
+    "expect_shape",
+    "explain",
+    "find_nonfinite",
+    "get_entry",
+    "global_grad_norm",
+    "grad_norms",
+    "load_ipython_extension",
+    "measure_memory",
+    "memory_budget",
+    "peak_memory",
+    "pick_device",
+    "seed_everything",
+    "shape_table",
+    "unload_ipython_extension",
+]

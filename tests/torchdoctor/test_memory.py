@@ -1,0 +1,117 @@
+"""peak_memory, memory_budget and estimate_step_peak on a small CNN training step."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed._tools.mem_tracker import MemTracker
+
+from torchdoctor import estimate_step_peak, measure_memory, memory_budget, peak_memory
+
+
+def small_cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 8 * 8, 10),
+    )
+
+
+def training_step(batch: int, bf16: bool = False):
+    torch.manual_seed(0)
+    model = small_cnn()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))
+
+    def step() -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return model, optimizer, x, y, step
+
+
+def test_orders_batch_sizes_and_precisions():
+    fp32_32 = peak_memory(training_step(32)[-1], device="cpu")
+    fp32_128 = peak_memory(training_step(128)[-1], device="cpu")
+    bf16_128 = peak_memory(training_step(128, bf16=True)[-1], device="cpu")
+    assert fp32_128 > 3 * fp32_32
+    assert bf16_128 < fp32_128
+
+
+@pytest.mark.parametrize("batch,bf16", [(32, False), (128, False), (128, True)])
+def test_agrees_with_torch_distributed_mem_tracker(batch, bf16):
+    ours = peak_memory(training_step(batch, bf16)[-1], device="cpu")
+    model, optimizer, x, y, step = training_step(batch, bf16)
+    tracker = MemTracker()
+    tracker.track_external(model, optimizer, x, y)
+    cpu = torch.device("cpu")
+    with tracker:
+        start = tracker.get_tracker_snapshot("current")[cpu]["Total"]
+        step()
+    theirs = tracker.get_tracker_snapshot("peak")[cpu]["Total"] - start
+    assert abs(ours - theirs) <= 0.05 * theirs, (ours, theirs)
+
+
+def test_report_breakdown_and_only_new_storages_count():
+    weights = torch.randn(1000, 1000)  # 4 MB already live: not counted
+    report = measure_memory(lambda: (weights @ weights).sum(), device="cpu")
+    assert report.peak_bytes == 4_000_000 + 4  # the product, then the 4-byte sum while it is alive
+    assert report.breakdown["mm"] == 4_000_000
+    assert "peak 3.81 MiB" in str(report)
+    assert peak_memory(lambda: weights.add_(1).t(), device="cpu") == 0  # in place and views allocate nothing
+
+
+def test_memory_budget_raises_a_real_oom_on_cpu():
+    with memory_budget(10_000, device="cpu"):
+        torch.ones(1000)  # 4000 bytes fit
+    with pytest.raises(torch.OutOfMemoryError, match="Simulated CPU memory budget") as info:
+        with memory_budget(10_000, device="cpu"):
+            keep = torch.ones(2000)  # noqa: F841
+            torch.ones(1000)
+    assert "7.81 KiB" in str(info.value) and "9.77 KiB budget" in str(info.value)
+    with pytest.raises(ValueError, match="positive"):
+        with memory_budget(0):
+            pass
+
+
+def test_memory_budget_in_backward_and_step():
+    step = training_step(32)[-1]
+    needed = peak_memory(step, device="cpu")
+    step = training_step(32)[-1]
+    with pytest.raises(torch.OutOfMemoryError):
+        with memory_budget(needed // 2, device="cpu"):
+            step()
+    step = training_step(32)[-1]
+    with memory_budget(needed, device="cpu"):
+        step()
+
+
+def test_what_if_estimate_matches_a_real_step_without_allocating():
+    model, optimizer, x, y, step = training_step(32)
+    real = peak_memory(step, device="cpu")
+    fresh = training_step(32)[0]
+
+    def sgd(params):
+        return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+
+    estimate_32 = estimate_step_peak(fresh, (x, y), F.cross_entropy, 32, sgd)
+    assert abs(estimate_32 - real) <= 0.05 * real
+    before = [p.detach().clone() for p in fresh.parameters()]
+    big = estimate_step_peak(fresh, (x, y), F.cross_entropy, 4096, sgd)  # ~0.9 GB if it were real
+    assert big > 100 * estimate_32 / 2
+    assert estimate_step_peak(fresh, (x, y), F.cross_entropy, 4096, sgd, autocast_dtype=torch.bfloat16) < big
+    assert all(torch.equal(a, b) for a, b in zip(before, fresh.parameters(), strict=True))
+    assert all(p.grad is None for p in fresh.parameters())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_accounting_and_real_budget():
+    model = small_cnn().cuda()
+    x = torch.randn(64, 3, 32, 32, device="cuda")
+    assert peak_memory(lambda: model(x).sum().backward(), device="cuda") > 0
+    with pytest.raises(torch.OutOfMemoryError, match="CUDA out of memory"):
+        with memory_budget(64 * 2**20, device="cuda"):
+            torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")

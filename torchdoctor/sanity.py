@@ -1,0 +1,177 @@
+"""Sanity checks to run before a long training: each returns a result with ``ok`` and a readable summary."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "InitLossCheck",
+    "OverfitCheck",
+    "IndependenceCheck",
+    "UpdateCheck",
+    "check_initial_loss",
+    "overfit_one_batch",
+    "check_batch_independence",
+    "check_all_parameters_update",
+]
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class InitLossCheck:
+    loss: float
+    expected: float
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return abs(self.loss - self.expected) <= self.tolerance * self.expected
+
+    def __str__(self) -> str:
+        verdict = "ok" if self.ok else (
+            "too high: the initial outputs are confidently wrong (large init scale, missing normalisation, or a "
+            "softmax before the loss)" if self.loss > self.expected else
+            "too low: the model already knows the answer (leakage?) or the loss is not what you think"
+        )
+        return f"initial loss {self.loss:.4f}, expected about ln C = {self.expected:.4f}: {verdict}"
+
+
+def check_initial_loss(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, tolerance: float = 0.25
+) -> InitLossCheck:
+    """Cross-entropy of a freshly built classifier should be close to ln(num_classes): it guesses uniformly."""
+    if num_classes < 2:
+        raise ValueError(f"num_classes must be at least 2, got {num_classes}")
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            loss = F.cross_entropy(model(x), y).item()
+    finally:
+        model.train(was_training)
+    return InitLossCheck(loss, math.log(num_classes), tolerance)
+
+
+@dataclass
+class OverfitCheck:
+    losses: list[float]
+    target: float
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.losses) and self.losses[-1] <= self.target
+
+    def __str__(self) -> str:
+        verdict = "ok: model, loss and optimiser can learn" if self.ok else (
+            "FAILED: a model that cannot memorise one batch has a bug (labels, loss/output pairing, "
+            "learning rate, a detached graph, zero_grad/step order)"
+        )
+        return f"one-batch loss {self.losses[0]:.4f} -> {self.losses[-1]:.4f} in {len(self.losses)} steps: {verdict}"
+
+
+def overfit_one_batch(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: LossFn = F.cross_entropy,
+    steps: int = 200,
+    lr: float = 1e-2,
+    target: float = 0.05,
+) -> OverfitCheck:
+    """Train a copy of the model (Adam) on one small batch; the loss should fall below ``target``.
+
+    The model passed in is not changed.
+    """
+    trial = copy.deepcopy(model).train()
+    optimizer = torch.optim.Adam(trial.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = loss_fn(trial(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if losses[-1] <= target:
+            break
+    return OverfitCheck(losses, target)
+
+
+@dataclass
+class IndependenceCheck:
+    sample: int
+    leaking_samples: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.leaking_samples
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"ok: the output of sample {self.sample} depends only on input {self.sample}"
+        return (
+            f"FAILED: the output of sample {self.sample} has a gradient with respect to inputs "
+            f"{self.leaking_samples[:10]}: some operation mixes samples across the batch (a view/reshape "
+            f"or transpose that moves the batch dimension, a reduction over dim 0)"
+        )
+
+
+def check_batch_independence(model: nn.Module, x: torch.Tensor, sample: int = 0) -> IndependenceCheck:
+    """The gradient of sample ``sample``'s output must reach only sample ``sample``'s input.
+
+    Runs in eval mode, where BatchNorm legitimately stops mixing samples.
+    """
+    if x.dim() == 0 or x.size(0) < 2:
+        raise ValueError(f"need a batch of at least 2 samples in dimension 0, got shape {list(x.shape)}")
+    if not 0 <= sample < x.size(0):
+        raise ValueError(f"sample must be in 0..{x.size(0) - 1}, got {sample}")
+    if not x.is_floating_point():
+        raise TypeError(f"x must be floating point to carry a gradient, got {x.dtype}")
+    was_training = model.training
+    model.eval()
+    try:
+        inputs = x.detach().clone().requires_grad_(True)
+        out = model(inputs)
+        out[sample].sum().backward()
+    finally:
+        model.train(was_training)
+        model.zero_grad(set_to_none=True)
+    assert inputs.grad is not None
+    per_sample = inputs.grad.reshape(inputs.size(0), -1).abs().sum(dim=1)
+    leaking = [i for i in range(inputs.size(0)) if i != sample and per_sample[i].item() != 0]
+    return IndependenceCheck(sample, leaking)
+
+
+@dataclass
+class UpdateCheck:
+    unchanged: list[str]
+    total: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.unchanged
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"ok: all {self.total} trainable parameters changed"
+        return (
+            f"FAILED: {len(self.unchanged)} of {self.total} trainable parameters did not change: "
+            f"{self.unchanged[:10]}. Are they in the optimizer, used in forward, reached by the loss?"
+        )
+
+
+def check_all_parameters_update(model: nn.Module, step: Callable[[], object]) -> UpdateCheck:
+    """Run one training ``step()`` (forward, backward, optimizer.step) and list trainable parameters
+    that did not change."""
+    before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    step()
+    params = dict(model.named_parameters())
+    unchanged = [n for n, old in before.items() if torch.equal(params[n].detach(), old)]
+    return UpdateCheck(unchanged, len(before))

@@ -1,0 +1,135 @@
+"""Grade a corpus of made-up submissions with nbgrader and check each gets the score it deserves.
+
+tests/grading_corpus/<assignment>.toml lists submissions. Each starts from ``base`` ("solution": the published
+solution; "release": the student starter) and replaces the source of the solution cells named in its ``cells``
+table (keys are nbgrader grade_ids). ``loses`` lists the grade cells that must score zero ("all" for every one);
+every other grade cell must earn full points.
+
+Grading happens in a scratch copy of the course: ``generate_assignment``, one folder per made-up student in
+submitted/, ``autograde``, then the scores are read back from the gradebook.
+
+Usage: python -m course_tools.grading_corpus [ASSIGNMENT ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import shutil
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+from nbgrader.api import Gradebook
+
+from course_tools.release import COURSE, REPO, nbgrader, solution_notebook
+
+CORPUS = REPO / "tests" / "grading_corpus"
+
+
+@dataclass
+class Submission:
+    """One made-up student's notebook and the grade cells it must lose."""
+
+    name: str
+    base: str
+    why: str
+    loses: list[str] | str
+    cells: dict[str, str] = field(default_factory=dict)
+
+
+def load_corpus(assignment: str) -> list[Submission]:
+    path = CORPUS / f"{assignment}.toml"
+    entries = tomllib.loads(path.read_text())["submission"]
+    submissions = [Submission(**entry) for entry in entries]
+    bad = [s.name for s in submissions if s.base not in ("solution", "release")]
+    if bad:
+        raise ValueError(f"{path}: base must be 'solution' or 'release' (submissions {bad})")
+    return submissions
+
+
+def _grade_id(cell: NotebookNode) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def build_notebook(submission: Submission, bases: dict[str, NotebookNode]) -> NotebookNode:
+    """The submission's notebook: its base with the named solution cells replaced."""
+    nb = copy.deepcopy(bases[submission.base])
+    solution_cells = {_grade_id(c): c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+    unknown = sorted(set(submission.cells) - set(solution_cells))
+    if unknown:
+        raise ValueError(f"submission {submission.name!r} replaces unknown solution cells {unknown}; "
+                         f"the solution cells are {sorted(solution_cells)}")
+    for grade_id, source in submission.cells.items():
+        solution_cells[grade_id].source = source.strip("\n")
+    return nb
+
+
+def grade(assignment: str, submissions: list[Submission], scratch: Path) -> dict[str, dict[str, tuple[float, float]]]:
+    """Autograde the submissions in a scratch course; per student, grade cell -> (score, max score)."""
+    course = scratch / "course"
+    course.mkdir(parents=True)
+    shutil.copy(COURSE / "nbgrader_config.py", course)
+    shutil.copytree(COURSE / "source" / assignment, course / "source" / assignment)
+    nbgrader("generate_assignment", assignment, "--force", course=course)
+
+    notebook_name = f"{assignment}.ipynb"
+    bases = {
+        "release": nbformat.read(course / "release" / assignment / notebook_name, as_version=4),
+        "solution": solution_notebook(assignment),
+    }
+    for submission in submissions:
+        folder = course / "submitted" / submission.name / assignment
+        folder.mkdir(parents=True)
+        nbformat.write(build_notebook(submission, bases), folder / notebook_name)
+    nbgrader("autograde", assignment, "--force", course=course)
+
+    scores = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for submission in submissions:
+            nb = gradebook.find_submission_notebook(assignment, assignment, submission.name)
+            scores[submission.name] = {g.name: (g.score, g.max_score) for g in nb.grades}
+    return scores
+
+
+def problems(submission: Submission, scores: dict[str, tuple[float, float]]) -> list[str]:
+    """How the submission's scores differ from what it deserves."""
+    loses = set(scores) if submission.loses == "all" else set(submission.loses)
+    unknown = sorted(loses - set(scores))
+    if unknown:
+        return [f"{submission.name}: 'loses' names unknown grade cells {unknown}; they are {sorted(scores)}"]
+    found = []
+    for cell, (score, max_score) in sorted(scores.items()):
+        deserved = 0 if cell in loses else max_score
+        if score != deserved:
+            found.append(f"{submission.name} ({submission.why}): {cell} scored {score} of {max_score}, "
+                         f"deserves {deserved}")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("assignments", nargs="*", help="default: every assignment with a corpus")
+    names = parser.parse_args(argv).assignments or sorted(p.stem for p in CORPUS.glob("*.toml"))
+    failures = []
+    for assignment in names:
+        submissions = load_corpus(assignment)
+        with tempfile.TemporaryDirectory(prefix="corpus-") as scratch:
+            scores = grade(assignment, submissions, Path(scratch))
+        for submission in submissions:
+            found = problems(submission, scores[submission.name])
+            total = sum(s for s, _ in scores[submission.name].values())
+            most = sum(m for _, m in scores[submission.name].values())
+            print(f"{assignment}  {submission.name:<32} {total:5.1f} / {most:<5.1f} {'ok' if not found else 'WRONG'}")
+            failures += found
+    for failure in failures:
+        print(f"FAIL {failure}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

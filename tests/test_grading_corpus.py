@@ -1,0 +1,31 @@
+"""nbgrader gives every submission of the corpus exactly the score it deserves."""
+
+import pytest
+
+from course_tools.grading_corpus import CORPUS, grade, load_corpus, problems
+
+ASSIGNMENTS = sorted(p.stem for p in CORPUS.glob("*.toml"))
+
+
+def test_every_assignment_has_a_corpus():
+    from course_tools.release import assignments
+
+    assert set(assignments()) <= set(ASSIGNMENTS), "add tests/grading_corpus/<assignment>.toml"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_corpus_covers_what_the_grading_must_tell_apart(assignment):
+    submissions = load_corpus(assignment)
+    bases = [(s.base, s.cells, s.loses) for s in submissions]
+    assert ("solution", {}, []) in bases, "the solution itself, with full marks"
+    assert ("release", {}, "all") in bases, "the unmodified starter, with zero"
+    assert sum(1 for s in submissions if s.loses and s.loses != "all") >= 3, "at least three wrong fixes"
+    assert sum(1 for s in submissions if s.cells and not s.loses) >= 2, "at least two other correct fixes"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_each_submission_gets_the_score_it_deserves(assignment, tmp_path):
+    submissions = load_corpus(assignment)
+    scores = grade(assignment, submissions, tmp_path)
+    found = [p for s in submissions for p in problems(s, scores[s.name])]
+    assert not found, "\n".join(found)

@@ -104,6 +104,12 @@ def _view_invalid(g: Mapping[str, str]) -> str:
 
 def _ce_target(g: Mapping[str, str]) -> str:
     t = int(g["target"])
+    if t < 0:
+        return (
+            f"A label is {t}, but labels must run from 0 to C-1. Find where the negative labels come from "
+            f"(-1 for 'unknown' is common): drop those samples, or mark them with ignore_index (-100 by "
+            f"default), which the loss skips."
+        )
     return (
         f"A label is {t}, so the output layer needs at least {t + 1} classes (labels run from 0 to C-1). "
         f"Check labels.min() and labels.max(): if the labels run 1..{t}, subtract 1; otherwise give the last "
@@ -122,6 +128,13 @@ def _conv_channels(g: Mapping[str, str]) -> str:
 
 def _conv_dims(g: Mapping[str, str]) -> str:
     n = len([d for d in g["size"].split(",") if d.strip()])
+    most = max((int(d) for d in re.findall(r"(\d+)D", g["expected"])), default=n)
+    if n > most:
+        return (
+            f"{g['op']} got a {n}-D input of size [{g['size']}] but expects {g['expected']}: there are too many "
+            f"dimensions. Remove the extra ones with x.squeeze(dim) or merge them into the batch with "
+            f"x.flatten(0, 1); check that the batch is (N, C, ...) and was not stacked or unsqueezed twice."
+        )
     return (
         f"{g['op']} got a {n}-D input of size [{g['size']}] but expects {g['expected']}. Add the missing "
         f"batch dimension with x.unsqueeze(0), or the channel dimension with x.unsqueeze(1) for grayscale "
@@ -577,7 +590,7 @@ CATALOG: tuple[ErrorEntry, ...] = (
         title="CUDA out of memory",
         chapter="memory",
         exception_types=("OutOfMemoryError", "RuntimeError"),
-        pattern=r"CUDA out of memory\. Tried to allocate (?P<size>[\d.]+ [KMGTP]?i?B)",
+        pattern=r"CUDA out of memory\. Tried to allocate (?P<size>[\d.]+ (?:bytes|[KMGTP]iB))",
         example="CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 7.79 GiB of which "
         "1.06 GiB is free. Including non-PyTorch memory, this process has 6.72 GiB memory in use. Of the "
         "allocated memory 6.50 GiB is allocated by PyTorch, and 12.00 MiB is reserved by PyTorch but unallocated.",

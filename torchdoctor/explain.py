@@ -59,9 +59,10 @@ def parse_error_text(text: str) -> list[tuple[str | None, str]]:
     """Split pasted error text into (exception type, message) candidates, the most recent exception first.
 
     Understands plain Python tracebacks, IPython/Jupyter tracebacks (with colour codes), chained exceptions
-    and bare messages with or without a leading "Type:"; the whole text always comes last. The message of
-    an exception runs from its header line to the end of its block, so multi-line messages (state_dict
-    errors, worker tracebacks) stay whole.
+    and bare messages with or without a leading "Type:". The message of an exception runs from its header
+    line to the end of its block, so multi-line messages (state_dict errors, worker tracebacks) stay whole;
+    headers further down a block (a traceback quoted inside a message) follow as candidates of their own.
+    The whole text comes last, typed like the most recent exception (untyped when there is no header).
     """
     text = _ANSI.sub("", text).strip("\n")
     candidates: list[tuple[str | None, str]] = []
@@ -72,10 +73,10 @@ def parse_error_text(text: str) -> list[tuple[str | None, str]]:
             if m:
                 msg = "\n".join([m.group("msg") or "", *lines[i + 1 :]]).strip()
                 candidates.append((m.group("type").rsplit(".", 1)[-1], msg))
-                break
-    # Last resort: the whole text as a bare message, for messages whose first line is not a "Type:" header
-    # but that quote another traceback (a DataLoader worker's message pasted on its own).
-    candidates.append((None, text.strip()))
+    # Last resort: the whole text, for messages whose first line is not a "Type:" header but that quote
+    # another traceback (a DataLoader worker's message pasted on its own). It keeps the type of the most
+    # recent exception, so words quoted in source lines cannot pass for an error of another type.
+    candidates.append((candidates[0][0] if candidates else None, text.strip()))
     return candidates
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +16,8 @@ __all__ = ["NonFiniteError", "NonFiniteReport", "grad_norms", "global_grad_norm"
 
 def grad_norms(model: nn.Module, norm_type: float = 2.0) -> dict[str, float]:
     """The gradient norm of every parameter that has a gradient, by name (in model order)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"grad_norms needs an nn.Module (for the parameter names), got {type(model).__name__}")
     return {
         name: torch.linalg.vector_norm(p.grad.detach(), norm_type).item()
         for name, p in model.named_parameters()
@@ -24,18 +25,21 @@ def grad_norms(model: nn.Module, norm_type: float = 2.0) -> dict[str, float]:
     }
 
 
-def global_grad_norm(parameters: nn.Module | Iterable[torch.Tensor], norm_type: float = 2.0) -> float:
+def global_grad_norm(
+    parameters: nn.Module | torch.Tensor | Iterable[torch.Tensor], norm_type: float = 2.0
+) -> float:
     """The norm of all gradients taken together, the number ``clip_grad_norm_`` compares with max_norm.
 
     Parameters without a gradient are skipped; 0.0 when none has one.
     """
-    params = parameters.parameters() if isinstance(parameters, nn.Module) else parameters
-    norms = [torch.linalg.vector_norm(p.grad.detach(), norm_type) for p in params if p.grad is not None]
-    if not norms:
-        return 0.0
-    if math.isinf(norm_type):
-        return max(n.item() for n in norms)
-    return torch.linalg.vector_norm(torch.stack([n.float().cpu() for n in norms]), norm_type).item()
+    if isinstance(parameters, nn.Module):
+        params: Iterable[torch.Tensor] = parameters.parameters()
+    elif isinstance(parameters, torch.Tensor):
+        params = [parameters]
+    else:
+        params = parameters
+    grads = [p.grad for p in params if p.grad is not None]
+    return torch.nn.utils.get_total_norm(grads, norm_type).item()
 
 
 class NonFiniteError(RuntimeError):
@@ -61,7 +65,7 @@ class NonFiniteReport:
 
 def _nonfinite_kind(obj: Any) -> str | None:
     for t in tree_leaves(obj):
-        if isinstance(t, torch.Tensor) and t.is_floating_point():
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not t.is_meta:  # meta tensors hold no values
             if torch.isnan(t).any():
                 return "NaN"
             if torch.isinf(t).any():
@@ -76,6 +80,8 @@ def find_nonfinite(model: nn.Module, raise_error: bool = True) -> Iterator[NonFi
     With ``raise_error`` a :class:`NonFiniteError` naming the module stops the forward pass there; otherwise
     the report is filled in and the pass continues. Checking every output synchronises the GPU: debug only.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"find_nonfinite needs an nn.Module to hook, got {type(model).__name__}")
     report = NonFiniteReport()
     names = {m: (n or type(model).__name__) for n, m in model.named_modules()}
 

@@ -109,9 +109,11 @@ class MemoryReport:
 
 
 def _resolve_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    """The device to account on; a CUDA device always gets its index, which some torch.cuda calls require."""
+    dev = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
 
 
 def measure_memory(fn: Callable[[], Any], device: str | torch.device | None = None) -> MemoryReport:
@@ -160,11 +162,11 @@ def memory_budget(budget_bytes: int, device: str | torch.device | None = None) -
     """Raise ``torch.OutOfMemoryError`` when the tensors of the block would pass ``budget_bytes``.
 
     On CPU this is a simulated budget: only storages created inside the block count. On CUDA it is real:
-    the process's memory fraction is set so that the allocator holds at most ``budget_bytes`` in total,
-    and restored afterwards.
+    the process's memory fraction is set so that the allocator holds at most ``budget_bytes`` in total
+    (memory already in use before the block included), and the previous fraction is restored afterwards.
     """
-    if budget_bytes <= 0:
-        raise ValueError(f"budget_bytes must be a positive number of bytes, got {budget_bytes}")
+    if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int | float) or budget_bytes <= 0:
+        raise ValueError(f"budget_bytes must be a positive number of bytes (2 * 2**30 for 2 GiB), got {budget_bytes!r}")
     dev = _resolve_device(device)
     if dev.type == "cpu":
         with LiveBytesTracker(on_alloc=_simulated_oom(budget_bytes)):
@@ -175,12 +177,13 @@ def memory_budget(budget_bytes: int, device: str | torch.device | None = None) -
     total = torch.cuda.get_device_properties(dev).total_memory
     if budget_bytes > total:
         raise ValueError(f"budget {format_bytes(budget_bytes)} is more than the GPU has ({format_bytes(total)})")
+    previous = torch.cuda.get_per_process_memory_fraction(dev)
     torch.cuda.empty_cache()
     torch.cuda.set_per_process_memory_fraction(budget_bytes / total, dev)
     try:
         yield
     finally:
-        torch.cuda.set_per_process_memory_fraction(1.0, dev)
+        torch.cuda.set_per_process_memory_fraction(previous, dev)
         torch.cuda.empty_cache()
 
 
@@ -195,15 +198,17 @@ def estimate_step_peak(
     """Estimate the peak bytes of one training step at ``batch_size`` without allocating anything.
 
     The step is ``loss_fn(model(*inputs[:-1]), inputs[-1]).backward()`` followed by ``optimizer.step()``;
-    ``example_inputs`` are real tensors (any batch size) whose first dimension is replaced by ``batch_size``.
+    ``example_inputs`` are tensors (any batch size, on the model's device) whose first dimension is replaced
+    by ``batch_size``.
     Everything runs on fake tensors, which carry shapes and dtypes but no data, so the figure matches
     :func:`peak_memory` for the same step on CPU: gradients, optimizer state and activations, above the
     parameters. The model itself is not modified.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    if len(example_inputs) < 2:
-        raise ValueError("example_inputs needs the model inputs followed by the target, e.g. (x, y)")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an int of at least 1, got {batch_size!r}")
+    if len(example_inputs) < 2 or not all(isinstance(t, torch.Tensor) and t.dim() > 0 for t in example_inputs):
+        raise ValueError("example_inputs needs the model inputs followed by the target, e.g. (x, y): tensors "
+                         "with a batch dimension first")
     mode = FakeTensorMode()
     memo: dict[int, Any] = {}
     for p in model.parameters():
@@ -212,11 +217,11 @@ def estimate_step_peak(
         memo[id(b)] = mode.from_tensor(b)
     fake_model = copy.deepcopy(model, memo)
     with mode:
-        batch = [torch.empty((batch_size, *t.shape[1:]), dtype=t.dtype) for t in example_inputs]
+        batch = [torch.empty((batch_size, *t.shape[1:]), dtype=t.dtype, device=t.device) for t in example_inputs]
         make_opt = optimizer_factory or (lambda params: torch.optim.SGD(params, lr=0.1))
         optimizer = make_opt(fake_model.parameters())
         autocast = (
-            torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype is not None else nullcontext()
+            torch.autocast(batch[0].device.type, dtype=autocast_dtype) if autocast_dtype is not None else nullcontext()
         )
         tracker = LiveBytesTracker()
         with tracker:

@@ -90,6 +90,10 @@ def overfit_one_batch(
 
     The model passed in is not changed.
     """
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError("the model has no trainable parameters, so there is nothing to overfit with")
     trial = copy.deepcopy(model).train()
     optimizer = torch.optim.Adam(trial.parameters(), lr=lr)
     losses = []
@@ -134,11 +138,16 @@ def check_batch_independence(model: nn.Module, x: torch.Tensor, sample: int = 0)
         raise ValueError(f"sample must be in 0..{x.size(0) - 1}, got {sample}")
     if not x.is_floating_point():
         raise TypeError(f"x must be floating point to carry a gradient, got {x.dtype}")
+    if x.is_meta:
+        raise ValueError("x is on the meta device, which holds no values; use a real batch (e.g. on cpu)")
     was_training = model.training
     model.eval()
     try:
         inputs = x.detach().clone().requires_grad_(True)
         out = model(inputs)
+        if not out.requires_grad:
+            raise ValueError("the model's output does not depend on its input (no gradient reaches x), so "
+                             "batch independence cannot be checked; is the input used in forward?")
         out[sample].sum().backward()
     finally:
         model.train(was_training)

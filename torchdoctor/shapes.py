@@ -133,6 +133,10 @@ def expect_shape(
     Each expected entry is an int (exact size), None (any size) or a name such as "N": the same name must
     have the same size everywhere in the pattern. The error says which dimension differs.
     """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name}: expect_shape needs a tensor, got {type(tensor).__name__}")
+    if isinstance(expected, str) or not all(e is None or isinstance(e, int | str) for e in expected):
+        raise TypeError(f"expected must be a sequence of ints, names or None, such as ('N', 3, None); got {expected!r}")
     shape = tuple(tensor.shape)
     pattern = "(" + ", ".join("*" if e is None else str(e) for e in expected) + ")"
     if len(shape) != len(expected):

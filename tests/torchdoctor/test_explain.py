@@ -56,8 +56,8 @@ def test_chained_exception_uses_the_known_one():
 def test_parse_error_text_keeps_multiline_messages():
     text = "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n    f()\n" \
            "RuntimeError: Error(s) in loading state_dict for Net:\n\tMissing key(s) in state_dict: \"a\". "
-    (typ, msg), (no_type, whole) = parse_error_text(text)
-    assert no_type is None and whole.startswith("Traceback")
+    (typ, msg), (whole_type, whole) = parse_error_text(text)
+    assert whole_type == "RuntimeError" and whole.startswith("Traceback")
     assert typ == "RuntimeError" and msg.startswith("Error(s)") and "Missing key(s)" in msg
 
 
@@ -122,6 +122,12 @@ NEAR_MISSES = [
     "ValueError: Caught a fish",
     "EOFError: EOF when reading a line",
     "ValueError: Ran out of input",  # right words, wrong type
+    "ValueError: Target 10 is out of bounds in my parser",  # right words, wrong type
+    'KeyError: "Weights only load failed"',
+    # the words appear only in a quoted source line; the error itself is something else
+    'Traceback (most recent call last):\n  File "a.py", line 3, in <module>\n'
+    '    raise ValueError("stack expects each tensor to be equal size, but got [3] at entry 0 and [4] at entry 1")\n'
+    "ValueError: oops",
     "",
 ]
 
@@ -151,3 +157,20 @@ def test_cli_argument_and_empty_input(capsys, monkeypatch):
     assert "ce-target-out-of-bounds" in capsys.readouterr().out
     monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("   "))
     assert main(["explain"]) == 2
+
+
+def test_known_error_quoted_inside_another_exception_is_found():
+    text = ("PapermillExecutionError: \n---------\nException encountered at \"In [5]\":\n"
+            f"RuntimeError: {MAT}")
+    assert explain(text).id == "mat1-mat2-shapes"
+
+
+def test_fixes_for_negative_labels_too_many_dims_and_small_oom():
+    negative = explain("IndexError: Target -1 is out of bounds.").fix
+    assert "ignore_index" in negative and "classes" not in negative
+    too_many = explain(_raise(lambda: torch.nn.Conv2d(3, 4, 3)(torch.randn(1, 1, 3, 8, 8)))).fix
+    assert "too many dimensions" in too_many and "unsqueeze(0)" not in too_many
+    too_few = explain(_raise(lambda: torch.nn.Conv2d(3, 4, 3)(torch.randn(3, 8)))).fix
+    assert "unsqueeze(0)" in too_few
+    oom = explain("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512 bytes. GPU 0 has a total")
+    assert oom.id == "cuda-oom" and "512 bytes" in oom.fix

@@ -50,3 +50,24 @@ def test_blames_the_data_when_the_input_is_not_finite():
     with find_nonfinite(model, raise_error=False) as clean:
         model(torch.ones(1, 2))
     assert clean.module is None and "no NaN" in str(clean)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.5, math.inf, -math.inf])
+def test_global_norm_is_what_clipping_uses(norm_type):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+    model(torch.randn(16, 4)).pow(2).mean().backward()
+    expected = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9, norm_type=norm_type).item()
+    assert global_grad_norm(model, norm_type) == pytest.approx(expected)
+    assert global_grad_norm(model[0].weight) == pytest.approx(model[0].weight.grad.norm().item())
+
+
+def test_bad_input_and_meta_tensors():
+    with pytest.raises(TypeError, match="needs an nn.Module"):
+        grad_norms([torch.zeros(1)])
+    with pytest.raises(TypeError, match="needs an nn.Module"):
+        find_nonfinite(lambda x: x).__enter__()
+    model = nn.Linear(2, 2, device="meta")
+    with find_nonfinite(model) as report:
+        model(torch.zeros(1, 2, device="meta"))
+    assert report.module is None

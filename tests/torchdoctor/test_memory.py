@@ -115,3 +115,34 @@ def test_cuda_accounting_and_real_budget():
     with pytest.raises(torch.OutOfMemoryError, match="CUDA out of memory"):
         with memory_budget(64 * 2**20, device="cuda"):
             torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+
+
+def test_cuda_budget_uses_an_indexed_device_and_restores_the_fraction(monkeypatch):
+    """No GPU needed: the torch.cuda calls are recorded. set_per_process_memory_fraction rejects 'cuda'
+    without an index, and a fraction set by the user before the block must survive it."""
+    calls = []
+    fake = {
+        "is_available": lambda: True,
+        "current_device": lambda: 0,
+        "get_device_properties": lambda dev: type("Props", (), {"total_memory": 1000})(),
+        "get_per_process_memory_fraction": lambda dev: 0.8,
+        "set_per_process_memory_fraction": lambda fraction, dev: calls.append((fraction, dev)),
+        "empty_cache": lambda: None,
+    }
+    for name, fn in fake.items():
+        monkeypatch.setattr(torch.cuda, name, fn)
+    with memory_budget(250, device="cuda"):
+        pass
+    assert calls == [(0.25, torch.device("cuda", 0)), (0.8, torch.device("cuda", 0))]
+
+
+def test_bad_arguments_and_meta_models():
+    with pytest.raises(ValueError, match="positive number of bytes"):
+        with memory_budget("1GB"):
+            pass
+    model = nn.Linear(3, 3, device="meta")
+    inputs = (torch.randn(2, 3, device="meta"), torch.randn(2, 3, device="meta"))
+    assert estimate_step_peak(model, inputs, F.mse_loss, 4) == estimate_step_peak(
+        nn.Linear(3, 3), (torch.randn(2, 3), torch.randn(2, 3)), F.mse_loss, 4)
+    with pytest.raises(ValueError, match="batch_size must be an int"):
+        estimate_step_peak(nn.Linear(3, 3), (torch.randn(2, 3), torch.randn(2, 3)), F.mse_loss, 2.5)

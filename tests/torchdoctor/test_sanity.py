@@ -88,3 +88,20 @@ def test_every_parameter_changes_after_a_step():
         opt2.step()
 
     assert check_all_parameters_update(full, step2).ok
+
+
+class _IgnoresInput(nn.Module):
+    def forward(self, x):
+        return torch.zeros(x.shape[0], 2)
+
+
+def test_bad_input_gets_a_clear_error():
+    x, y = torch.randn(4, 3), torch.randint(0, 2, (4,))
+    with pytest.raises(ValueError, match="steps must be at least 1"):
+        overfit_one_batch(nn.Linear(3, 2), x, y, steps=0)
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        overfit_one_batch(nn.Identity(), x, y)
+    with pytest.raises(ValueError, match="meta device"):
+        check_batch_independence(nn.Linear(3, 2, device="meta"), torch.randn(4, 3, device="meta"))
+    with pytest.raises(ValueError, match="does not depend on its input"):
+        check_batch_independence(_IgnoresInput(), x)

@@ -61,3 +61,10 @@ def test_expect_shape():
         expect_shape(x, ("N", 10))
     with pytest.raises(ShapeMismatchError, match="'H' was 32"):
         expect_shape(torch.zeros(1, 32, 31), (1, "H", "H"))
+
+
+def test_expect_shape_rejects_bad_arguments():
+    with pytest.raises(TypeError, match="needs a tensor"):
+        expect_shape([1, 2], ("N",))
+    with pytest.raises(TypeError, match="sequence of ints, names or None"):
+        expect_shape(torch.zeros(2, 3), "N3")

@@ -14,7 +14,7 @@ COURSE := autograder
 # nbgrader shells out to alembic: every nbgrader call must find the venv's bin/ first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup lab test lint test-notebooks release check-release autograde feedback export clean
+.PHONY: setup lab test lint test-notebooks release autograde feedback clean
 
 setup: $(STAMP)
 
@@ -46,10 +46,11 @@ test-notebooks: setup
 release: setup
 	$(BIN)/python -m course_tools.release
 
-# Grade what is in autograder/submitted/ (one assignment with ASSIGNMENT=name, else all), then export grades.
+# Grade what is in autograder/submitted/ (one assignment with ASSIGNMENT=name, else all): isolated kernels, verdicts
+# outside them, one worker per core; then grades.csv (nbgrader export) and results/<assignment>.json.
+# Already graded submissions are skipped, as by nbgrader; FORCE=1 grades them again.
 autograde: setup
-	cd $(COURSE) && for a in $(or $(ASSIGNMENT),$$(ls source)); do $(BIN)/nbgrader autograde "$$a" || exit 1; done
-	cd $(COURSE) && $(BIN)/nbgrader export
+	$(BIN)/python -m course_tools.grading.autograde $(ASSIGNMENT) $(if $(FORCE),--force)
 
 feedback: setup
 	cd $(COURSE) && for a in $(or $(ASSIGNMENT),$$(ls source)); do $(BIN)/nbgrader generate_feedback "$$a" || exit 1; done

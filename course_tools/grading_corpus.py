@@ -6,7 +6,8 @@ table (keys are nbgrader grade_ids). ``loses`` lists the grade cells that must s
 every other grade cell must earn full points.
 
 Grading happens in a scratch copy of the course: ``generate_assignment``, one folder per made-up student in
-submitted/, ``autograde``, then the scores are read back from the gradebook.
+submitted/, the course's hardened parallel autograde (``course_tools.grading.autograde``: nbgrader's autograde
+with confined kernels and verdicts taken outside them), then the scores are read back from the gradebook.
 
 Usage: python -m course_tools.grading_corpus [ASSIGNMENT ...]
 """
@@ -26,6 +27,7 @@ import nbformat
 from nbformat import NotebookNode
 from nbgrader.api import Gradebook
 
+from course_tools.grading import autograde
 from course_tools.release import COURSE, REPO, nbgrader, solution_notebook
 
 CORPUS = REPO / "tests" / "grading_corpus"
@@ -86,7 +88,8 @@ def grade(assignment: str, submissions: list[Submission], scratch: Path) -> dict
         folder = course / "submitted" / submission.name / assignment
         folder.mkdir(parents=True)
         nbformat.write(build_notebook(submission, bases), folder / notebook_name)
-    nbgrader("autograde", assignment, "--force", course=course)
+    if autograde.main([assignment, "--course", str(course), "--force"]) != 0:
+        raise RuntimeError(f"autograding the {assignment} corpus left submissions ungraded (see the log above)")
 
     scores = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:

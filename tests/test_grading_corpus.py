@@ -1,4 +1,5 @@
-"""nbgrader gives every submission of the corpus exactly the score it deserves."""
+"""The course's grading (nbgrader autograde, hardened: course_tools/grading) gives every submission of the corpus
+exactly the score it deserves."""
 
 import pytest
 

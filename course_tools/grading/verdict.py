@@ -1,0 +1,142 @@
+"""Pass or fail, decided by the grader, never inside the student's kernel.
+
+A hidden test runs in the student's kernel, where student code may have replaced anything (``__eq__``,
+``isinstance``, ``torch.allclose``, the test's own helpers, ``print``). So the test decides nothing there: it
+only *observes*, turning what the student's objects do on hidden inputs into plain JSON data, and displays it
+once as ``OBSERVED_MIME``. The grader then compares that data with what the reference solution observed in a
+clean kernel (``references``), with its own comparison (``compare``), in its own process.
+
+``Verdicts`` runs after execution and before nbgrader's SaveAutoGrades: each graded test cell's outputs are
+replaced by the verdict, in the form nbgrader scores (nothing but a "passed" line: full points; an error output:
+zero; a number as ``execute_result``: partial credit), with a feedback message that shows no hidden test source.
+The verdict also goes into the cell's metadata (``torchdoctor.verdict``) for the per-test JSON results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import typing as t
+
+from nbconvert.exporters.exporter import ResourcesDict
+from nbformat import NotebookNode
+from nbformat.v4 import new_output
+from nbgrader import utils
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from course_tools.grading.references import references_for
+
+OBSERVED_MIME = "application/vnd.torchdoctor.observed+json"
+REL_TOL, ABS_TOL = 1e-4, 1e-6
+MAX_SHOWN = 200  # characters of a value shown in a feedback message
+MAX_LINES = 5  # failed comparisons shown per test
+
+
+def observed_records(cell: NotebookNode) -> list[t.Any]:
+    """The observation records a cell displayed, as plain JSON values (no NotebookNode)."""
+    return [json.loads(json.dumps(o["data"][OBSERVED_MIME])) for o in cell.get("outputs", [])
+            if o.get("output_type") == "display_data" and OBSERVED_MIME in o.get("data", {})]
+
+
+def _short(value: t.Any) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "…"
+
+
+def compare(expected: t.Any, observed: t.Any, where: str = "") -> list[str]:
+    """Differences between two JSON values: types must match (an int may stand for a float), floats within
+    a tolerance, lists and dicts element by element. Empty when they agree."""
+    if isinstance(expected, bool) or expected is None or isinstance(expected, str):
+        ok = type(observed) is type(expected) and observed == expected
+        return [] if ok else [f"{where}: expected {_short(expected)}, got {_short(observed)}"]
+    if isinstance(expected, int):
+        ok = type(observed) is int and observed == expected
+        return [] if ok else [f"{where}: expected {_short(expected)}, got {_short(observed)}"]
+    if isinstance(expected, float):
+        if type(observed) not in (int, float):
+            return [f"{where}: expected a number close to {expected!r}, got {_short(observed)}"]
+        both_nan = math.isnan(expected) and math.isnan(observed)
+        ok = both_nan or math.isclose(expected, observed, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+        return [] if ok else [f"{where}: expected {expected!r}, got {observed!r}"]
+    if isinstance(expected, list):
+        if type(observed) is not list or len(observed) != len(expected):
+            return [f"{where}: expected {_short(expected)}, got {_short(observed)}"]
+        return [m for i, (e, o) in enumerate(zip(expected, observed, strict=True))
+                for m in compare(e, o, f"{where}[{i}]")]
+    if isinstance(expected, dict):
+        if type(observed) is not dict or set(observed) != set(expected):
+            return [f"{where}: expected the checks {sorted(expected)}, got {_short(observed)}"]
+        return [m for key in expected for m in compare(expected[key], observed[key], f"{where} {key}".strip())]
+    raise TypeError(f"reference value of unsupported type {type(expected).__name__}")
+
+
+def judge(reference: dict, records: list[t.Any], errors: list[str]) -> tuple[float, list[str]]:
+    """Fraction of the reference's checks the observed records pass, and feedback lines. A check passes when its
+    observation matches the reference's value or one of the reference's ``alternatives`` for it (only the
+    reference run's alternatives count: the student's kernel displays its own, which are ignored)."""
+    if len(records) != 1 or type(records[0]) is not dict or type(records[0].get("checks")) is not dict:
+        if errors:
+            return 0.0, [f"the test did not finish: {errors[-1]}"]
+        return 0.0, [f"the test did not report its observations ({len(records)} records instead of 1)"]
+    expected, observed = reference["checks"], records[0]["checks"]
+    alternatives = reference.get("alternatives", {})
+    # Observations the reference does not have (such as "raised ..." where the reference observed a value) earn
+    # nothing, but they are what the student needs to read first.
+    lines = [f"{name}: {_short(value)}" for name, value in observed.items() if name not in expected]
+    failed = {}
+    for name, value in expected.items():
+        if name not in observed:
+            failed[name] = [f"{name}: expected {_short(value)}, observed nothing"]
+            continue
+        accepted = [value, *alternatives.get(name, [])]
+        if all(compare(v, observed[name], name) for v in accepted):
+            failed[name] = compare(value, observed[name], name)
+    passed = 1 - len(failed) / len(expected) if expected else 1.0
+    lines += [line for messages in failed.values() for line in messages]
+    more = [f"(and {len(lines) - MAX_LINES} more)"] if len(lines) > MAX_LINES else []
+    return passed, lines[:MAX_LINES] + more
+
+
+def verdict_outputs(points: float, fraction: float, partial: bool, messages: list[str]) -> list[NotebookNode]:
+    if fraction == 1:
+        return [new_output("stream", name="stdout", text="Passed every check.\n")]
+    text = "\n".join(messages)
+    if partial and fraction > 0:
+        score = round(points * fraction, 6)
+        return [new_output("stream", name="stdout", text=f"Partial credit, {fraction:.0%} of the checks:\n{text}\n"),
+                new_output("execute_result", data={"text/plain": repr(score)}, execution_count=None)]
+    return [new_output("error", ename="TestFailed", evalue=text, traceback=["TestFailed", *messages])]
+
+
+def _error_text(output: NotebookNode) -> str:
+    text = f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"
+    return text if len(text) <= 2 * MAX_SHOWN else text[: 2 * MAX_SHOWN] + "…"
+
+
+class Verdicts(NbGraderPreprocessor):
+    """Replace each graded test cell's outputs by the grader's verdict on what it observed."""
+
+    def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
+        info = resources["nbgrader"]
+        self._references = references_for(self.config, info["assignment"], info["notebook"])
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell: NotebookNode, resources: ResourcesDict, index: int
+                        ) -> tuple[NotebookNode, ResourcesDict]:
+        if not (utils.is_grade(cell) and cell.cell_type == "code" and not utils.is_solution(cell)):
+            return cell, resources
+        grade_id = cell.metadata.nbgrader["grade_id"]
+        points = float(cell.metadata.nbgrader["points"])
+        reference = self._references.get(grade_id)
+        if reference is None:
+            self.log.warning("Test cell %s reports no observations: nbgrader's in-kernel verdict stands", grade_id)
+            return cell, resources
+        errors = [_error_text(o) for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        fraction, messages = judge(reference, observed_records(cell), errors)
+        partial = bool(reference.get("partial"))
+        if not partial and fraction < 1:
+            fraction = 0.0
+        cell.outputs = verdict_outputs(points, fraction, partial, messages)
+        cell.metadata["torchdoctor"] = {"verdict": {"score": round(points * fraction, 6), "max": points,
+                                                    "passed": fraction == 1, "message": "\n".join(messages)}}
+        return cell, resources

@@ -1,0 +1,181 @@
+"""A pre-warmed process that forks one confined kernel per submission.
+
+Starting a Python kernel and importing torch costs seconds; forking a process that has already done both costs
+milliseconds. The zygote imports torch and ipykernel once, finds out which protections the machine allows
+(``sandbox.probe``), then serves requests, one JSON line each on stdin, answered on stdout:
+
+- ``{"jail": {...}, "connection_file": path}``: fork; the child confines itself (``sandbox.confine``) and runs
+  an IPython kernel on that connection file. Answer: ``{"pid": pid}``.
+- ``{"reap": uid}``: kill every process left running as that kernel uid (what a student's code may have
+  spawned and detached). Answer: ``{"reaped": uid}``.
+
+The zygote never runs student code itself and holds no thread when it forks. It exits when its stdin closes,
+and its kernels die with it (``PR_SET_PDEATHSIG``). ``Zygote`` is the grader's side of that pipe.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from course_tools.grading.sandbox import Jail, Limits, Protections
+
+REPO = Path(__file__).resolve().parents[2]
+DISABLE_ENV = "TORCHDOCTOR_SANDBOX_DISABLE"  # comma-separated protections to turn off, or "all"
+PREWARM_ENV = "TORCHDOCTOR_PREWARM"  # set: start the zygote as soon as nbgrader loads its configuration
+PROTECTION_NAMES = ("network", "filesystem", "unprivileged_user")
+
+
+def _run_kernel(jail: Jail, protections: Protections, connection_file: str) -> None:
+    """In the forked child: confine, then serve the kernel until it is shut down or killed."""
+    from course_tools.grading.sandbox import confine
+
+    os.setsid()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    log = os.open(os.path.join(jail.sockets, "kernel.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.closerange(3, 1024)
+    workdir = confine(jail, protections)
+    if jail.torch_threads:
+        import torch
+
+        torch.set_num_threads(jail.torch_threads)
+    from ipykernel.kernelapp import IPKernelApp
+
+    sys.argv = ["ipykernel", "-f", connection_file]
+    app = IPKernelApp.instance()
+    app.initialize(["-f", connection_file, "--HistoryManager.hist_file=:memory:", f"--IPKernelApp.cwd={workdir}",
+                    "--InteractiveShell.xmode=Plain"])
+    app.start()
+
+
+def _reap(uid: int) -> None:
+    """Kill every process of ``uid``: a child that becomes that uid and signals everything it may (-1)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def serve() -> None:
+    import ipykernel.ipkernel  # noqa: F401
+    import ipykernel.kernelapp  # noqa: F401
+    import IPython  # noqa: F401 -- imported once here so that every kernel forks with it loaded
+    import torch  # noqa: F401
+    import torch.nn  # noqa: F401
+
+    from course_tools.grading.sandbox import probe
+
+    requested = os.environ.get(DISABLE_ENV, "")
+    disabled = frozenset(PROTECTION_NAMES if requested == "all" else filter(None, requested.split(",")))
+    protections = probe(disabled)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped by the system; the grader holds pidfds
+    out = sys.stdout
+    out.write(json.dumps({"protections": protections.to_dict()}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "reap" in request:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _reap(int(request["reap"]))
+            signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+            out.write(json.dumps({"reaped": request["reap"]}) + "\n")
+            out.flush()
+            continue
+        jail = Jail(**{**request["jail"], "limits": Limits(**request["jail"]["limits"])})
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _run_kernel(jail, protections, request["connection_file"])
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+                code = 70
+            os._exit(code)
+        out.write(json.dumps({"pid": pid}) + "\n")
+        out.flush()
+
+
+class Zygote:
+    """The grader's handle on one zygote process. Started at once, waited for on first use."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "course_tools.grading.zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=env, cwd="/", text=True, bufsize=1)
+        self._lock = threading.Lock()
+        self._protections: Protections | None = None
+
+    def _request(self, message: dict) -> dict:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(json.dumps(message) + "\n")
+        self._proc.stdin.flush()
+        return self._answer()
+
+    def _answer(self) -> dict:
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the grading zygote exited (status {self._proc.wait()})")
+        return json.loads(line)
+
+    @property
+    def protections(self) -> Protections:
+        with self._lock:
+            if self._protections is None:
+                self._protections = Protections(**self._answer()["protections"])
+            return self._protections
+
+    def spawn(self, jail: Jail, connection_file: str) -> int:
+        """Fork a confined kernel; its pid."""
+        self.protections  # noqa: B018 -- wait until the zygote is ready
+        jail_dict = {**jail.__dict__, "limits": jail.limits.__dict__}
+        with self._lock:
+            return int(self._request({"jail": jail_dict, "connection_file": connection_file})["pid"])
+
+    def reap(self, uid: int) -> None:
+        """Kill whatever the kernel that ran as ``uid`` left behind."""
+        if self.protections.unprivileged_user:
+            with self._lock:
+                self._request({"reap": uid})
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            self._proc.wait(timeout=10)
+
+
+_shared: Zygote | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_zygote() -> Zygote:
+    """This process's zygote, started on first call and closed at exit."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = Zygote()
+            atexit.register(_shared.close)
+        return _shared
+
+
+if __name__ == "__main__":
+    serve()

@@ -94,23 +94,24 @@ def chapter_summary(chapter: str) -> CatalogTable:
 
 
 def interactive_cheatsheet() -> object:
-    """A chapter menu and a search box over the table (ipywidgets); without ipywidgets, the whole table."""
+    """A chapter menu and a search box over the table (ipywidgets); without ipywidgets, the whole table.
+
+    The table is an HTML widget whose value is replaced, not an Output widget: notebook runners (nbclient,
+    under papermill) intermittently hang waiting for outputs captured by an Output widget.
+    """
     try:
         import ipywidgets as widgets
     except ImportError:
         return cheatsheet_table()
-    from IPython.display import display
 
     chapter = widgets.Dropdown(options=[("all chapters", None), *[(t, c) for c, t in CHAPTERS.items()]])
     search = widgets.Text(placeholder="search words or paste an error message", continuous_update=False)
-    out = widgets.Output()
+    table = widgets.HTML()
 
     def refresh(_: object = None) -> None:
-        out.clear_output()
-        with out:
-            display(cheatsheet_table(chapter.value, search.value))
+        table.value = cheatsheet_table(chapter.value, search.value)._repr_html_()
 
     chapter.observe(refresh, names="value")
     search.observe(refresh, names="value")
     refresh()
-    return widgets.VBox([widgets.HBox([chapter, search]), out])
+    return widgets.VBox([widgets.HBox([chapter, search]), table])

@@ -30,5 +30,11 @@ def test_chapter_summary_is_generated_from_the_catalog():
     assert "| chapter |" not in md
 
 
-def test_interactive_cheatsheet_builds():
-    assert interactive_cheatsheet() is not None
+def test_interactive_cheatsheet_filters_by_chapter_and_search():
+    ui = interactive_cheatsheet()
+    (chapter, search), table = ui.children[0].children, ui.children[1]
+    assert "mat1 and mat2" in table.value and "Weights only load failed" in table.value
+    chapter.value = "checkpoints"
+    assert "Weights only load failed" in table.value and "mat1 and mat2" not in table.value
+    chapter.value, search.value = None, "Target 10 is out of bounds."
+    assert "out of bounds" in table.value and "Weights only load failed" not in table.value

@@ -20,8 +20,12 @@ c.ExecutePreprocessor.timeout = 300
 # and pass/fail taken by the grader from what the hidden tests observed. Named as strings, so that only autograde
 # imports them; autograde fails loudly, rather than grade unprotected, when course_tools cannot be imported.
 _repo = Path(__file__).resolve().parent.parent
-if (_repo / "course_tools" / "grading").is_dir() and str(_repo) not in sys.path:
-    sys.path.insert(0, str(_repo))
+if (_repo / "course_tools" / "grading").is_dir():
+    if str(_repo) not in sys.path:
+        sys.path.insert(0, str(_repo))
+    # nbgrader collect copies links as the files they point to (the course's source, the gradebook); this one
+    # copies plain files only. Set only where course_tools exists: scratch copies of the course lack it.
+    c.ExchangeFactory.collect = "course_tools.grading.collect.SafeCollect"
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.DeduplicateIds",

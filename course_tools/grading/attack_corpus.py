@@ -3,12 +3,15 @@
 tests/attack_corpus/toy_guard.ipynb is a small assignment written in the course's hidden-test pattern;
 tests/attack_corpus/attacks.toml lists submissions built from its solution or starter: ``cells`` replaces
 solution cells (``{COURSE}`` and ``{PORT}`` in them become the scratch course's path and a loopback port a
-listener watches), ``delete`` / ``empty`` / ``strip`` tamper with cells by grade_id, ``deserves`` gives the score
+listener watches), ``delete`` / ``empty`` / ``strip`` tamper with cells by grade_id, ``append`` adds cells at the
+end (``source`` and optional ``nbgrader`` metadata), ``links`` adds symbolic links to the submitted folder (name:
+target), ``deserves`` gives the score
 of each graded cell that does not deserve full points, ``tampering`` the cells that must be reported.
 
 Everything is graded in one batch, in a scratch copy of the course, by ``course_tools.grading.autograde``. Then:
 every score is the deserved one, no attack reached the listener, no submitted file changed, and the reports
-name the tampered cells.
+name the tampered cells. The grader's environment holds a made-up credential (``SECRET_ENV``) that no kernel
+must see.
 
 Usage: python -m course_tools.grading.attack_corpus
 """
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import secrets
 import shutil
 import socket
 import sys
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+import nbformat.v4
 from nbformat import NotebookNode
 from nbgrader.api import Gradebook
 
@@ -35,8 +41,10 @@ from course_tools.release import COURSE, REPO, nbgrader, solution_notebook
 
 CORPUS = REPO / "tests" / "attack_corpus"
 ASSIGNMENT = "toy_guard"
-# Scratch-course overrides: short timeouts, so the endless loop costs seconds.
-OVERRIDES = "\nc.ExecutePreprocessor.timeout = 8\nc.SandboxedKernelManager.cpu_seconds = 30\n"
+# Scratch-course overrides: short timeouts, so the endless loop and the slow cells cost seconds.
+OVERRIDES = ("\nc.ExecutePreprocessor.timeout = 8\nc.SandboxedKernelManager.cpu_seconds = 30\n"
+             "c.SandboxedExecute.notebook_timeout = 15\n")
+SECRET_ENV = "JUPYTERHUB_API_TOKEN"  # what a grader running on a hub has in its environment
 
 
 @dataclass
@@ -48,6 +56,8 @@ class Attack:
     delete: list[str] = field(default_factory=list)
     empty: list[str] = field(default_factory=list)
     strip: list[str] = field(default_factory=list)
+    append: list[dict] = field(default_factory=list)
+    links: dict[str, str] = field(default_factory=dict)
     deserves: dict[str, float] = field(default_factory=dict)
     tampering: list[str] = field(default_factory=list)
 
@@ -72,6 +82,11 @@ def build(attack: Attack, bases: dict[str, NotebookNode], fill: dict[str, str]) 
     for grade_id in attack.strip:
         del by_id[grade_id].metadata["nbgrader"]
     nb.cells = [c for c in nb.cells if _grade_id(c) not in attack.delete]
+    for extra in attack.append:
+        cell = nbformat.v4.new_code_cell(extra["source"].strip("\n"))
+        if "nbgrader" in extra:
+            cell.metadata["nbgrader"] = extra["nbgrader"]
+        nb.cells.append(cell)
     return nb
 
 
@@ -118,7 +133,17 @@ def grade(scratch: Path, attacks: list[Attack], config_text: str | None = None) 
         folder = course / "submitted" / attack.name / ASSIGNMENT
         folder.mkdir(parents=True)
         nbformat.write(build(attack, bases, fill), folder / f"{ASSIGNMENT}.ipynb")
-    status = autograde.main([ASSIGNMENT, "--course", str(course), "--force"])
+        for name, target in attack.links.items():
+            os.symlink(target.replace("{COURSE}", str(course)), folder / name)
+    saved = os.environ.get(SECRET_ENV)
+    os.environ[SECRET_ENV] = secrets.token_hex(16)
+    try:
+        status = autograde.main([ASSIGNMENT, "--course", str(course), "--force"])
+    finally:
+        if saved is None:
+            del os.environ[SECRET_ENV]
+        else:
+            os.environ[SECRET_ENV] = saved
     listener.close()
     scores = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:

@@ -43,17 +43,24 @@ def submitted_hashes(course: Path, assignment: str, students: list[str]) -> dict
     hashes = {}
     for student in students:
         folder = course / "submitted" / student / assignment
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            hashes[str(path.relative_to(course))] = hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*")):  # a symbolic link counts by where it points, never followed
+            if path.is_symlink():
+                hashes[str(path.relative_to(course))] = f"symlink to {os.readlink(path)}"
+            elif path.is_file():
+                hashes[str(path.relative_to(course))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return hashes
 
 
 def ungraded(course: Path, assignment: str, students: list[str]) -> list[str]:
-    """Students whose submission lacks a score for some graded cell."""
+    """Students whose submission lacks a score for some graded cell, or whose grading nbgrader gave up on (it then
+    removes the autograded notebook and leaves the grades waiting for a manual score: 0 in grades.csv)."""
     missing = []
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         notebooks = [n.name for n in gb.find_assignment(assignment).notebooks]
         for student in students:
+            if not all((course / "autograded" / student / assignment / f"{n}.ipynb").is_file() for n in notebooks):
+                missing.append(student)
+                continue
             try:
                 grades = [g for n in notebooks for g in gb.find_submission_notebook(n, assignment, student).grades]
             except MissingEntry:

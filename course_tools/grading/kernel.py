@@ -6,8 +6,9 @@ and a process handle. Only the launch differs: instead of ``Popen`` of the kerne
 kernel that confines itself, and the process handle is a pidfd (the kernel is the zygote's child, not ours).
 
 Each kernel gets a scratch folder: ``stage/`` (a copy of the notebook's folder without notebooks, which the kernel
-copies into its own private working copy), ``s/`` (sockets and connection file) and ``root/`` (where its root file
-system is mounted, invisible from outside its mount namespace).
+copies into its own private working copy), ``s/`` (sockets and connection file; a 1 MB tmpfs when grading as
+root, since the kernel can write there) and ``root/`` (where its root file system is mounted, invisible from
+outside its mount namespace).
 """
 
 from __future__ import annotations
@@ -17,18 +18,33 @@ import secrets
 import select
 import shutil
 import signal
+import stat
 import tempfile
 import time
 import typing as t
 from pathlib import Path
 
+import zmq
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Int, Unicode, default
 
-from course_tools.grading.sandbox import Jail, Limits
+from course_tools.grading.sandbox import Jail, Limits, mount_sockets_folder, unmount
 from course_tools.grading.zygote import shared_zygote
 
 WORKDIR = "/home/student"
+_skip_by_name = shutil.ignore_patterns(".*", "*.ipynb")
+
+
+def plain_files_only(folder: str, names: list[str]) -> set[str]:
+    """copytree's ``ignore``: notebooks, hidden files, and anything that is not a plain file or folder. A symbolic
+    link in a submission (``notes.txt -> /course/source/hw1/hw1.ipynb``) would otherwise be followed, as root, and
+    hand the student's kernel whatever it points to; FIFOs and devices would block or leak the same way."""
+    skipped = set(_skip_by_name(folder, names))
+    for name in names:
+        mode = os.lstat(os.path.join(folder, name)).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            skipped.add(name)
+    return skipped
 
 
 class ForkedProcess:
@@ -98,6 +114,16 @@ class SandboxedKernelManager(AsyncKernelManager):
     torch_threads = Int(0, help="torch's intra-op threads per kernel; 0: one per core. Parallel grading sets "
                         "cores // workers, so that kernels side by side do not fight over cores.").tag(config=True)
     scratch_root = Unicode(help="Where kernels' scratch folders go (short paths: Unix sockets).").tag(config=True)
+    max_message_bytes = Int(32 * 1024 * 1024, help="Largest message the grader accepts from a kernel; a larger one "
+                            "is dropped unread. Student code can write anything on its kernel's sockets, and parsing "
+                            "JSON costs ~30 times its size in memory: one 700 MB message would take 20 GB of the "
+                            "grader's.").tag(config=True)
+
+    def client(self, **kwargs: t.Any) -> t.Any:
+        """A client whose sockets (opened later, by start_channels) refuse oversized messages."""
+        kc = super().client(**kwargs)
+        kc.context.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
+        return kc
 
     @default("transport")
     def _transport_default(self) -> str:
@@ -108,6 +134,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         return tempfile.gettempdir()
 
     _scratch: str | None = None
+    _mounted: str | None = None
     _uid: int = 0
 
     async def _async_pre_start_kernel(self, **kw: t.Any) -> tuple[list[str], dict[str, t.Any]]:
@@ -115,9 +142,12 @@ class SandboxedKernelManager(AsyncKernelManager):
         os.chmod(self._scratch, 0o755)
         sockets = Path(self._scratch, "s")
         sockets.mkdir()
+        if shared_zygote().protections.unprivileged_user:  # root: the kernel writes there as a uid of its own
+            mount_sockets_folder(str(sockets))
+            self._mounted = str(sockets)
         cwd = kw.get("cwd") or os.getcwd()
         # Notebooks stay out: the one being graded holds the hidden tests (its cells reach the kernel one by one).
-        shutil.copytree(cwd, Path(self._scratch, "stage"), ignore=shutil.ignore_patterns(".*", "*.ipynb"))
+        shutil.copytree(cwd, Path(self._scratch, "stage"), ignore=plain_files_only)
         self.transport = "ipc"
         self.ip = str(sockets / "k")
         self.connection_file = str(sockets / "kernel.json")
@@ -140,6 +170,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         if self._uid:
             shared_zygote().reap(self._uid)
+        if self._mounted is not None:
+            unmount(self._mounted)
+            self._mounted = None
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None

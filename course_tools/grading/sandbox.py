@@ -34,6 +34,7 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+MNT_DETACH = 2
 
 # The dynamic loader and a few libraries read these; nothing else of /etc is shown to student code.
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "nsswitch.conf", "passwd", "group")
@@ -134,6 +135,10 @@ def _build_root(jail: Jail) -> None:
             os.symlink(os.readlink(host), f"{root}/{entry}")
         elif host.is_dir():
             _bind(str(host), root)
+    # The private /tmp first: what is bound below may live under the host's /tmp (a clone of the course there).
+    for folder, size in (("/tmp", 64), ("/dev/shm", 64)):
+        Path(root + folder).mkdir(parents=True, exist_ok=True)
+        _mount("tmpfs", root + folder, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size}m,mode=1777")
     for name in ETC_FILES:
         if Path("/etc", name).is_file():
             _bind(f"/etc/{name}", root)
@@ -144,17 +149,28 @@ def _build_root(jail: Jail) -> None:
         Path(root, "proc", name).write_bytes(Path("/proc", name).read_bytes())
     if Path("/sys/devices/system/cpu").is_dir():
         _bind("/sys/devices/system/cpu", root)
-    Path(root, "dev").mkdir()
+    Path(root, "dev").mkdir(exist_ok=True)
     for name in DEVICES:
         _bind(f"/dev/{name}", root, writable=True)
-    for folder, size in (("/tmp", 64), ("/dev/shm", 64)):
-        Path(root + folder).mkdir(parents=True, exist_ok=True)
-        _mount("tmpfs", root + folder, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size}m,mode=1777")
     _bind(jail.sockets, root, writable=True)
     workdir = Path(root + jail.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     _mount("tmpfs", str(workdir), "tmpfs", MS_NOSUID | MS_NODEV, f"size={jail.limits.workdir_mb}m,mode=0700")
     shutil.copytree(jail.stage, workdir, dirs_exist_ok=True)
+
+
+SOCKETS_MB = 1  # the sockets folder: connection file, sockets, the kernel's log; capped (it is on the host)
+
+
+def mount_sockets_folder(path: str) -> None:
+    """Mount a small tmpfs on a kernel's sockets folder, in the grader's own mount namespace, before the kernel
+    starts. The folder is shared with the kernel and writable by it: on the host's /tmp, student code could fill
+    the grader's disk there, file after file (each capped by RLIMIT_FSIZE only)."""
+    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={SOCKETS_MB}m,nr_inodes=64,mode=0755")
+
+
+def unmount(path: str) -> None:
+    _libc.umount2(path.encode(), MNT_DETACH)
 
 
 def _chown_tree(path: str, uid: int) -> None:

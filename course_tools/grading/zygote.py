@@ -30,6 +30,17 @@ REPO = Path(__file__).resolve().parents[2]
 DISABLE_ENV = "TORCHDOCTOR_SANDBOX_DISABLE"  # comma-separated protections to turn off, or "all"
 PREWARM_ENV = "TORCHDOCTOR_PREWARM"  # set: start the zygote as soon as nbgrader loads its configuration
 PROTECTION_NAMES = ("network", "filesystem", "unprivileged_user")
+# The only variables of the grader's environment the zygote (and so every kernel it forks) gets: a kernel's
+# student code reads its whole memory, and prints land in the feedback, so the grader's tokens and credentials
+# (JUPYTERHUB_API_TOKEN, cloud keys, ...) must never be in it, not even in the process's initial environment block.
+KEPT_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONPATH",
+            DISABLE_ENV)
+
+
+def kernel_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The zygote's environment: an allow-list of the grader's, and this repository on PYTHONPATH."""
+    kept = {k: v for k, v in environ.items() if k in KEPT_ENV or k.startswith("LC_")}
+    return {**kept, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), environ.get("PYTHONPATH")]))}
 
 
 def _run_kernel(jail: Jail, protections: Protections, connection_file: str) -> None:
@@ -116,7 +127,7 @@ class Zygote:
     """The grader's handle on one zygote process. Started at once, waited for on first use."""
 
     def __init__(self) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        env = kernel_environment(dict(os.environ))
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "course_tools.grading.zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             env=env, cwd="/", text=True, bufsize=1)

@@ -52,8 +52,10 @@ release: setup
 autograde: setup
 	$(BIN)/python -m course_tools.grading.autograde $(ASSIGNMENT) $(if $(FORCE),--force)
 
+# Feedback for graded submissions; like nbgrader it skips students who have feedback already, FORCE=1 redoes it.
 feedback: setup
-	cd $(COURSE) && for a in $(or $(ASSIGNMENT),$$(ls source)); do $(BIN)/nbgrader generate_feedback "$$a" || exit 1; done
+	cd $(COURSE) && for a in $(or $(ASSIGNMENT),$$(ls source)); do \
+		$(BIN)/nbgrader generate_feedback "$$a" $(if $(FORCE),--force) || exit 1; done
 
 clean:
 	rm -rf build

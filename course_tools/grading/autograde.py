@@ -34,7 +34,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from course_tools.grading import results
 from course_tools.grading.references import REFERENCES_ENV
 from course_tools.grading.sandbox import Protections
-from course_tools.grading.zygote import PREWARM_ENV, REPO
+from course_tools.grading.zygote import PREWARM_ENV, REPO, machine_protections
 
 COURSE = REPO / "autograder"
 
@@ -115,9 +115,8 @@ def grade_assignment(course: Path, assignment: str, workers: int, force: bool, s
     lost = ungraded(course, assignment, students)
     changed = sorted(k for k, v in submitted_hashes(course, assignment, students).items() if before.get(k) != v)
     computed = json.loads(references.read_text()) if references.is_file() else {}
-    protections = Protections(**computed.get("protections", {"network": False, "filesystem": False,
-                                                              "unprivileged_user": False, "limits": False,
-                                                              "off": ["unknown: no worker started a kernel"]}))
+    # No kernel started when every submission was graded before: then report what kernels would get here.
+    protections = Protections(**computed["protections"]) if "protections" in computed else machine_protections()
     target = results.write(course, assignment, students, {
         "protections": protections.to_dict(), "ungraded": lost, "submitted_files_changed": changed})
     elapsed = time.monotonic() - started

@@ -231,7 +231,7 @@ def confine(jail: Jail, protections: Protections) -> str:
 
 def probe(disabled: frozenset[str] = frozenset()) -> Protections:
     """Find out, in a throwaway child, which protections this machine allows. ``disabled`` turns protections off
-    on purpose (a test of the degraded mode, or ``TORCHDOCTOR_SANDBOX=off``)."""
+    on purpose (a test of the degraded mode, or ``TORCHDOCTOR_SANDBOX_DISABLE``)."""
     off = [f"{name}: disabled by configuration" for name in sorted(disabled)]
     if not sys.platform.startswith("linux"):
         return Protections(network=False, filesystem=False, unprivileged_user=False,

@@ -24,7 +24,7 @@ import sys
 import threading
 from pathlib import Path
 
-from course_tools.grading.sandbox import Jail, Limits, Protections
+from course_tools.grading.sandbox import Jail, Limits, Protections, probe
 
 REPO = Path(__file__).resolve().parents[2]
 DISABLE_ENV = "TORCHDOCTOR_SANDBOX_DISABLE"  # comma-separated protections to turn off, or "all"
@@ -82,6 +82,13 @@ def _reap(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
+def machine_protections() -> Protections:
+    """The protections kernels get here: what the machine allows, less what DISABLE_ENV turns off."""
+    requested = os.environ.get(DISABLE_ENV, "")
+    disabled = frozenset(PROTECTION_NAMES if requested == "all" else filter(None, requested.split(",")))
+    return probe(disabled)
+
+
 def serve() -> None:
     import ipykernel.ipkernel  # noqa: F401
     import ipykernel.kernelapp  # noqa: F401
@@ -89,11 +96,7 @@ def serve() -> None:
     import torch  # noqa: F401
     import torch.nn  # noqa: F401
 
-    from course_tools.grading.sandbox import probe
-
-    requested = os.environ.get(DISABLE_ENV, "")
-    disabled = frozenset(PROTECTION_NAMES if requested == "all" else filter(None, requested.split(",")))
-    protections = probe(disabled)
+    protections = machine_protections()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped by the system; the grader holds pidfds
     out = sys.stdout
     out.write(json.dumps({"protections": protections.to_dict()}) + "\n")

@@ -1,0 +1,142 @@
+"""Observation records for hidden tests: observe in the kernel, decide in the grader.
+
+A hidden test runs the student's code on inputs the student never saw, turns what comes back into plain JSON
+data with the helpers below, and displays one record. The grader compares that record with the reference
+solution's, outside the student's process (README, "Hidden tests"). Nothing here decides pass or fail: the
+functions only describe values, so a student who patches them gains nothing but a wrong record.
+
+    from torchdoctor.observe import Record, tensor, shape
+    rec = Record()
+    for n in (1, 5):
+        rec.check(f"n={n}: shape", lambda: shape(flatten_batch(data(n, 4, 3, seed=n))))
+    rec.show()
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = [
+    "MIME", "Record", "canonical", "data", "error", "integer", "number", "numbers", "parameter_shapes", "shape",
+    "tensor",
+]
+
+MIME = "application/vnd.torchdoctor.observed+json"
+MAX_TEXT = 300
+
+
+def error(exc: BaseException) -> str:
+    """An exception as data: the grader shows it to the student as what their code did."""
+    return f"raised {type(exc).__name__}: {exc}"[:MAX_TEXT]
+
+
+def _not(kind: str, value: Any) -> str:
+    return f"not {kind}: {type(value).__name__}"
+
+
+def tensor(value: Any) -> list | str:
+    """The values of an exact ``torch.Tensor`` (no subclasses, which could fake them), as nested lists."""
+    return value.detach().cpu().tolist() if type(value) is torch.Tensor else _not("a tensor", value)
+
+
+def shape(value: Any) -> list[int] | str:
+    return list(value.shape) if type(value) is torch.Tensor else _not("a tensor", value)
+
+
+def integer(value: Any) -> int | str:
+    """An int (or anything with ``__index__`` other than bool, such as a 0-d integer tensor's ``.item()``)."""
+    if type(value) is bool:
+        return f"a bool: {value!r}"
+    try:
+        return int(operator.index(value))
+    except TypeError:
+        return _not("an int", value)
+
+
+def number(value: Any) -> float | str:
+    """A real number as a float; NaN and infinities as the strings 'nan', 'inf', '-inf' (JSON has none)."""
+    if type(value) is bool or type(value) not in (int, float):
+        return _not("a Python number", value)
+    value = float(value)
+    return value if math.isfinite(value) else str(value)
+
+
+def numbers(values: Any) -> list | str:
+    """A list or tuple of Python numbers, each as :func:`number` gives it."""
+    if type(values) not in (list, tuple):
+        return _not("a list", values)
+    return [number(v) for v in values]
+
+
+def data(*size: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A seeded random tensor: the reference run and the student's run see the same input."""
+    return torch.randn(size, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def canonical(model: nn.Module, scale: float = 0.3) -> nn.Module:
+    """Give every parameter values that depend only on its shape, in place, and return the model.
+
+    Equal architectures then compute equal outputs whatever order their layers were defined or registered in,
+    and whether they were built eagerly or by lazy layers (materialise those with one forward pass first).
+    """
+    with torch.no_grad():
+        for p in model.parameters():
+            seed = sum((i + 1) * 7919 * s for i, s in enumerate(p.shape)) % 100_003
+            p.copy_(scale * torch.randn(tuple(p.shape), generator=torch.Generator().manual_seed(seed)))
+    return model
+
+
+def parameter_shapes(model: Any) -> list[list[int]] | str:
+    """The shapes of a module's parameters, sorted: the same for any order of definition."""
+    if not isinstance(model, nn.Module):
+        return _not("an nn.Module", model)
+    return sorted(list(p.shape) for p in model.parameters())
+
+
+class Record:
+    """The one record a hidden test displays: named checks, optional alternatives, optional partial credit."""
+
+    def __init__(self, partial: bool = False) -> None:
+        self.checks: dict[str, Any] = {}
+        self.alternatives: dict[str, list[Any]] = {}
+        self.partial = partial
+        self._shown = False
+
+    def check(self, name: str, observe: Callable[[], Any]) -> Any:
+        """Record what ``observe()`` returns, or the exception it raised (one failure costs one check)."""
+        try:
+            value = observe()
+        except Exception as exc:  # the student's error is an observation like any other
+            value = error(exc)
+        self.checks[name] = value
+        return value
+
+    def value(self, name: str, value: Any) -> None:
+        self.checks[name] = value
+
+    def accept(self, name: str, values: Iterable[Any]) -> None:
+        """Other values the grader accepts for ``name`` (read from the reference run only)."""
+        self.alternatives[name] = list(values)
+
+    def as_json(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"checks": self.checks}
+        if self.alternatives:
+            record["alternatives"] = self.alternatives
+        if self.partial:
+            record["partial"] = True
+        return record
+
+    def show(self) -> None:
+        """Display the record (once: a second record in one cell fails the cell)."""
+        from IPython.display import display
+
+        if self._shown:
+            raise RuntimeError("this record was already displayed; a test cell displays exactly one")
+        self._shown = True
+        display({MIME: self.as_json()}, raw=True)

@@ -3,9 +3,11 @@
 The course shows errors by letting them happen. A cell that must fail is tagged ``raises-exception`` (so the
 kernel goes on past it) and says which error it must raise in its metadata::
 
-    "torchdoctor": {"raises": {"type": "RuntimeError", "match": "mat1 and mat2 shapes"}}
+    "torchdoctor": {"raises": {"type": "RuntimeError", "match": "mat1 and mat2 shapes", "id": "mat1-mat2-shapes"}}
 
-``match`` is a regular expression searched in ``str(exception)``. A cell that only makes sense on one device
+``match`` is a regular expression searched in ``str(exception)``; ``id`` names the torchdoctor catalog entry that
+explains the error, and ``torchdoctor.explain`` must give exactly that entry for the error the cell raised (so
+every error the course shows is one a student can paste into ``explain``). A cell that only makes sense on one device
 carries ``"torchdoctor": {"device": "cuda"}``; the runner blanks it on other devices (see ``skip_for_device``).
 
 Neither papermill nor nbval checks this: papermill reports any error, declared or not, and nbval passes a
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 
 from nbformat import NotebookNode
 
+from torchdoctor import explain, get_entry
+
 RAISES_TAG = "raises-exception"
 SKIPPED_MARK = "# Skipped by the notebook runner:"
 
@@ -29,6 +33,7 @@ class DeclaredError:
 
     type: str
     match: str
+    id: str
 
     def describe(self) -> str:
         return f"{self.type} matching {self.match!r}"
@@ -57,18 +62,37 @@ def declared_error(cell: NotebookNode) -> DeclaredError | None:
         if tagged:
             raise ValueError(
                 f"it is tagged {RAISES_TAG!r} but does not declare which error: add metadata "
-                '"torchdoctor": {"raises": {"type": ..., "match": ...}}'
+                '"torchdoctor": {"raises": {"type": ..., "match": ..., "id": ...}}'
             )
         return None
     if not tagged:
         raise ValueError(f"it declares an error but is not tagged {RAISES_TAG!r}, so execution would stop")
-    if not isinstance(raises, dict) or set(raises) != {"type", "match"}:
-        raise ValueError(f'"raises" must be {{"type": ..., "match": ...}}, got {raises!r}')
+    if not isinstance(raises, dict) or set(raises) != {"type", "match", "id"}:
+        missing = sorted({"type", "match", "id"} - set(raises)) if isinstance(raises, dict) else []
+        hint = f" (missing: {', '.join(missing)})" if missing else ""
+        raise ValueError(
+            f'"raises" must be {{"type": ..., "match": ..., "id": <torchdoctor catalog entry id>}}, '
+            f"got {raises!r}{hint}"
+        )
     try:
         re.compile(raises["match"])
     except re.error as exc:
         raise ValueError(f"its match pattern {raises['match']!r} is not a valid regular expression: {exc}") from exc
-    return DeclaredError(type=raises["type"], match=raises["match"])
+    try:
+        get_entry(raises["id"])
+    except KeyError:
+        raise ValueError(
+            f"it declares id {raises['id']!r}, which is not in the torchdoctor catalog: use an existing entry "
+            "(see course/cheatsheet.ipynb) or add one to torchdoctor/catalog/<chapter>.py"
+        ) from None
+    return DeclaredError(type=raises["type"], match=raises["match"], id=raises["id"])
+
+
+def explained_id(error: NotebookNode) -> str | None:
+    """The catalog entry torchdoctor.explain gives for an error output (its type and message, else its
+    traceback, as a student would paste it), or None when it recognises none."""
+    diagnosis = explain(f"{error.ename}: {error.evalue}") or explain("\n".join(error.get("traceback", [])))
+    return diagnosis.id if diagnosis is not None else None
 
 
 def cell_device(cell: NotebookNode) -> str | None:
@@ -118,6 +142,22 @@ def check_declaration(index: int, cell: NotebookNode) -> list[str]:
     return []
 
 
+def _check_explained(label: str, expected: DeclaredError, error: NotebookNode) -> list[str]:
+    got = explained_id(error)
+    if got == expected.id:
+        return []
+    raised = f"{error.ename}: {error.evalue}"
+    if got is None:
+        return [
+            f"{label} raised {raised!r}, which torchdoctor.explain does not recognise, but declares id "
+            f"{expected.id!r}: widen that entry's pattern in torchdoctor/catalog/ (with a test on the real error)"
+        ]
+    return [
+        f"{label} declares id {expected.id!r} but torchdoctor.explain gives {got!r} for the error it raised "
+        f"({raised!r}): declare {got!r}, or fix the catalog so that {expected.id!r} matches"
+    ]
+
+
 def check_executed(nb: NotebookNode, *, starter: bool = False) -> list[str]:
     """Every way the executed notebook breaks its declarations, as readable messages (empty when all is well).
 
@@ -147,6 +187,8 @@ def check_executed(nb: NotebookNode, *, starter: bool = False) -> list[str]:
             elif errors[0].ename != expected.type or not re.search(expected.match, errors[0].evalue):
                 got = f"{errors[0].ename}: {errors[0].evalue}"
                 problems.append(f"{label} declares {expected.describe()} but raised {got}")
+            else:
+                problems += _check_explained(label, expected, errors[0])
         elif errors and not (starter and _starter_allows(cell, errors[0])):
             problems.append(
                 f"{label} raised {errors[0].ename}: {errors[0].evalue} but declares no error "

@@ -6,6 +6,7 @@ import subprocess
 import nbformat
 import pytest
 
+from course_tools.notebook_check import check_declaration
 from course_tools.release import REPO
 
 FOLDERS = ("course", "exercises", "solutions", "autograder/source", "tests")
@@ -51,3 +52,11 @@ def test_first_code_cell_holds_the_parameters(path):
 def test_nothing_is_installed_from_a_notebook(path):
     installs = [c.source for c in code_cells(path) if re.search(r"(^|\s)[%!]?\s*pip3? install", c.source)]
     assert not installs, f"{path} installs packages; add them to requirements.txt instead"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_declared_errors_name_a_catalog_entry(path):
+    """Every raises declaration is well formed and names an entry of the torchdoctor catalog (the runner then
+    checks, on the executed notebook, that explain() gives that entry for the real error)."""
+    problems = [p for i, c in enumerate(code_cells(path)) for p in check_declaration(i, c)]
+    assert not problems, f"{path}: " + "; ".join(problems)

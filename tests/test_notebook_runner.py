@@ -19,7 +19,7 @@ def cell(source, *, raises=None, device=None, nbgrader=None, count=1, error=None
     c = new_code_cell(source, execution_count=count)
     if raises:
         c.metadata.tags = ["raises-exception"]
-        c.metadata.torchdoctor = {"raises": {"type": raises[0], "match": raises[1]}}
+        c.metadata.torchdoctor = {"raises": {"type": raises[0], "match": raises[1], "id": raises[2]}}
     if device:
         c.metadata.setdefault("torchdoctor", {})["device"] = device
     if nbgrader:
@@ -35,7 +35,7 @@ def notebook(*cells):
     return nb
 
 
-DECLARED = ("RuntimeError", MISMATCH)
+DECLARED = ("RuntimeError", MISMATCH, "mat1-mat2-shapes")
 REAL_ERROR = ("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (4x20 and 10x3)")
 
 
@@ -60,6 +60,24 @@ def test_declared_error_with_another_message_fails():
     assert len(problems) == 1 and "12x3" in problems[0]
 
 
+def test_declared_id_must_be_the_one_explain_gives():
+    wrong_id = ("RuntimeError", MISMATCH, "matmul-dtype")
+    (problem,) = check_executed(notebook(cell("bad()", raises=wrong_id, error=REAL_ERROR)))
+    assert "declares id 'matmul-dtype' but torchdoctor.explain gives 'mat1-mat2-shapes'" in problem
+
+
+def test_declared_error_that_explain_does_not_recognise_fails():
+    unknown = ("KeyError", "'b'", "mat1-mat2-shapes")
+    (problem,) = check_executed(notebook(cell("{}['b']", raises=unknown, error=("KeyError", "'b'"))))
+    assert "which torchdoctor.explain does not recognise" in problem and "'mat1-mat2-shapes'" in problem
+
+
+def test_explain_reads_the_traceback_when_type_and_message_are_not_enough():
+    c = cell("bad()", raises=DECLARED, error=REAL_ERROR)
+    c.outputs[0].traceback = ["\x1b[0;31mRuntimeError\x1b[0m: " + REAL_ERROR[1]]
+    assert check_executed(notebook(c)) == []
+
+
 def test_undeclared_error_fails():
     problems = check_executed(notebook(cell("oops()", error=("NameError", "name 'oops' is not defined"))))
     assert len(problems) == 1 and "declares no error" in problems[0]
@@ -76,7 +94,12 @@ def test_cell_left_unrun_fails():
         ({"tags": ["raises-exception"]}, "does not declare which error"),
         ({"torchdoctor": {"raises": {"type": "RuntimeError", "match": "x"}}}, "not tagged"),
         ({"tags": ["raises-exception"], "torchdoctor": {"raises": {"type": "RuntimeError"}}}, '"raises" must be'),
-        ({"tags": ["raises-exception"], "torchdoctor": {"raises": {"type": "E", "match": "("}}}, "not a valid"),
+        ({"tags": ["raises-exception"], "torchdoctor": {"raises": {"type": "E", "match": "(", "id": "broadcast-size"}}},
+         "not a valid"),
+        ({"tags": ["raises-exception"], "torchdoctor": {"raises": {"type": "RuntimeError", "match": "x"}}},
+         "(missing: id)"),
+        ({"tags": ["raises-exception"], "torchdoctor": {"raises": {"type": "E", "match": "x", "id": "no-such-id"}}},
+         "id 'no-such-id', which is not in the torchdoctor catalog"),
     ],
 )
 def test_malformed_declarations_are_reported(metadata, message):
@@ -131,7 +154,7 @@ def write(tmp_path, name, *cells):
 def declared(source):
     c = new_code_cell(source)
     c.metadata.tags = ["raises-exception"]
-    c.metadata.torchdoctor = {"raises": {"type": "RuntimeError", "match": MISMATCH}}
+    c.metadata.torchdoctor = {"raises": {"type": "RuntimeError", "match": MISMATCH, "id": "mat1-mat2-shapes"}}
     return c
 
 

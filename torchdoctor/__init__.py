@@ -5,7 +5,7 @@ every failing notebook cell; the submodules hold the debugging tools (shapes, gr
 devices) and the cheat sheet.
 """
 
-from torchdoctor.catalog import CATALOG, CHAPTERS, ErrorEntry, by_chapter, get_entry
+from torchdoctor.catalog import CATALOG, CHAPTERS, ErrorEntry, by_chapter, chapter_title, get_entry
 from torchdoctor.devices import pick_device, seed_everything
 from torchdoctor.explain import Diagnosis, explain
 from torchdoctor.gradients import find_nonfinite, global_grad_norm, grad_norms
@@ -21,6 +21,7 @@ __all__ = [
     "Diagnosis",
     "ErrorEntry",
     "by_chapter",
+    "chapter_title",
     "estimate_step_peak",
     "expect_shape",
     "explain",

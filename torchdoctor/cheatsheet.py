@@ -1,14 +1,20 @@
-"""The cheat sheet and the chapters' summary tables, rendered from the catalog (never written by hand)."""
+"""The cheat sheet and the chapters' summary tables, rendered from the catalog (never written by hand).
+
+The cheat sheet lists catalog entries; a chapter's summary lists exactly the errors its notebook declares it
+raises (the ``id`` of each ``raises`` declaration), so it can neither miss one nor list one the chapter never shows.
+"""
 
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
-from torchdoctor.catalog import CATALOG, CHAPTERS, ErrorEntry, by_chapter
+from torchdoctor.catalog import CATALOG, CHAPTERS, ErrorEntry, by_chapter, chapter_title, get_entry
 from torchdoctor.explain import explain
 
-__all__ = ["CatalogTable", "cheatsheet_table", "chapter_summary", "interactive_cheatsheet"]
+__all__ = ["CatalogTable", "chapter_summary", "cheatsheet_table", "declared_error_ids", "interactive_cheatsheet"]
 
 
 def _md(text: str) -> str:
@@ -24,18 +30,18 @@ class CatalogTable:
     show_chapter: bool = True
 
     def _columns(self, e: ErrorEntry) -> list[str]:
-        cols = [f"{e.exception_type}: {e.example.splitlines()[0]}", e.title, e.cause, e.fix]
+        cols = [f"{e.exception_type}: {e.example.splitlines()[0]}", e.title, e.cause, e.fix, e.checked_on]
         return ([e.chapter] if self.show_chapter else []) + cols
 
     def _header(self) -> list[str]:
-        return (["chapter"] if self.show_chapter else []) + ["message", "error", "cause", "fix"]
+        return (["chapter"] if self.show_chapter else []) + ["message", "error", "cause", "fix", "checked on"]
 
     def _repr_markdown_(self) -> str:
         lines = [f"**{_md(self.caption)}**", "", "| " + " | ".join(self._header()) + " |"]
         lines.append("|" + " --- |" * len(self._header()))
         for e in self.entries:
             cells = [_md(c) for c in self._columns(e)]
-            cells[-4] = f"`{cells[-4]}`"
+            cells[-5] = f"`{cells[-5]}`"
             lines.append("| " + " | ".join(cells) + " |")
         if not self.entries:
             lines.append("| " + " | ".join(["no matching error"] + [""] * (len(self._header()) - 1)) + " |")
@@ -46,7 +52,7 @@ class CatalogTable:
         rows = []
         for e in self.entries:
             cells = [html.escape(c) for c in self._columns(e)]
-            cells[-4] = f"<code>{cells[-4]}</code>"
+            cells[-5] = f"<code>{cells[-5]}</code>"
             rows.append("<tr>" + "".join(f'<td style="text-align:left">{c}</td>' for c in cells) + "</tr>")
         body = "".join(rows) or f'<tr><td colspan="{len(self._header())}">no matching error</td></tr>'
         return f"<table><caption>{html.escape(self.caption)}</caption><tr>{head}</tr>{body}</table>"
@@ -56,7 +62,7 @@ class CatalogTable:
         for e in self.entries:
             blocks.append(
                 f"[{e.chapter}] {e.title} ({e.id})\n  message: {e.exception_type}: {e.example.splitlines()[0]}\n"
-                f"  cause: {e.cause}\n  fix: {e.fix}"
+                f"  cause: {e.cause}\n  fix: {e.fix}\n  checked on: {e.checked_on}"
             )
         return "\n\n".join(blocks)
 
@@ -74,7 +80,7 @@ def cheatsheet_table(chapter: str | None = None, search: str | None = None) -> C
     fix or id, or a pasted error message, which finds the entry ``explain`` would give.
     """
     entries = list(CATALOG) if chapter is None else by_chapter(chapter)
-    caption = "All errors" if chapter is None else CHAPTERS[chapter]
+    caption = "All errors" if chapter is None else chapter_title(chapter)
     if search and search.strip():
         words = search.lower().split()
         explained = explain(search)
@@ -88,9 +94,29 @@ def cheatsheet_table(chapter: str | None = None, search: str | None = None) -> C
     return CatalogTable(entries, f"{caption} ({len(entries)})")
 
 
+def declared_error_ids(notebook: str | Path) -> list[str]:
+    """The catalog ids that a notebook's cells declare they raise, in order of first appearance."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    ids: list[str] = []
+    for cell in cells:
+        raises = cell.get("metadata", {}).get("torchdoctor", {}).get("raises")
+        if isinstance(raises, dict) and raises.get("id") and raises["id"] not in ids:
+            ids.append(raises["id"])
+    return ids
+
+
 def chapter_summary(chapter: str) -> CatalogTable:
-    """The summary table at the end of a chapter: message, cause and fix of every error it teaches."""
-    return CatalogTable(by_chapter(chapter), f"Errors in this chapter: {CHAPTERS[chapter]}", show_chapter=False)
+    """The summary table at the end of a chapter: message, cause and fix of exactly the errors its notebook
+    raises (its declarations), whichever chapter the catalog files them under. The notebook is the one
+    course.toml names for the chapter."""
+    from torchdoctor.manifest import load_manifest, manifest_path
+
+    info = load_manifest().chapter(chapter)
+    notebook = manifest_path().parent / info.notebook
+    if not notebook.is_file():
+        raise FileNotFoundError(f"chapter {chapter!r} has no notebook yet ({info.notebook}, status {info.status})")
+    entries = [get_entry(entry_id) for entry_id in declared_error_ids(notebook)]
+    return CatalogTable(entries, f"Errors in this chapter: {info.label}", show_chapter=False)
 
 
 def interactive_cheatsheet() -> object:

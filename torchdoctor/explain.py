@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from torchdoctor.catalog import CATALOG, CHAPTERS, ErrorEntry
+from torchdoctor.catalog import CATALOG, ErrorEntry, chapter_title
 
 __all__ = ["Diagnosis", "explain", "parse_error_text"]
 
@@ -37,7 +37,7 @@ class Diagnosis:
 
     @property
     def chapter_title(self) -> str:
-        return CHAPTERS[self.chapter]
+        return chapter_title(self.chapter)
 
     def __str__(self) -> str:
         return (
@@ -87,6 +87,8 @@ def _type_ok(entry: ErrorEntry, type_names: tuple[str, ...] | None) -> bool:
 
 
 def _match(type_names: tuple[str, ...] | None, message: str) -> Diagnosis | None:
+    if type_names is None and not message.strip():
+        return None  # nothing to go on (an empty message is meaningful only with its type, e.g. EOFError)
     for entry in CATALOG:
         if not _type_ok(entry, type_names):
             continue

@@ -17,7 +17,8 @@ MAT = "mat1 and mat2 shapes cannot be multiplied (32x128 and 784x10)"
 def test_mat1_mat2_fix_uses_the_numbers():
     d = explain(MAT)
     assert d.id == "mat1-mat2-shapes" and d.chapter == "dimensions"
-    assert "128 features per sample" in d.fix and "expects 784" in d.fix and "in_features=128" in d.fix
+    assert "32 rows of 128 features" in d.fix and "nn.Linear(784, 10)" in d.fix and "in_features=128" in d.fix
+    assert d.fix.index("x.shape") < d.fix.index("in_features=128")  # diagnose first, resize the layer last
     assert d.details == {"rows": "32", "got": "128", "expected": "784", "out": "10"}
 
 

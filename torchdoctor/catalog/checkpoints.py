@@ -1,0 +1,218 @@
+"""Chapter 05 (checkpoints): saving and loading.
+
+Each entry sits with its reproducer (which raises the error for real) and, where it has one, the fix
+that uses the numbers of the message.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tempfile
+import types
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+from torchdoctor.catalog._entry import ErrorEntry
+
+CHAPTER = "checkpoints"
+
+
+class TinyNet(nn.Module):
+    """A model class defined at module level, so that whole-model pickles can refer to it."""
+
+    def __init__(self, out_features: int = 10) -> None:
+        super().__init__()
+        self.fc = nn.Linear(20, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+class GrownNet(nn.Module):
+    """TinyNet with an extra layer: the shape a model takes after someone edits it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(20, 10)
+        self.head = nn.Linear(10, 2)
+
+
+def state_dict_keys() -> None:
+    GrownNet().load_state_dict(TinyNet().state_dict())
+
+
+def _state_dict_keys(g: Mapping[str, str]) -> str:
+    if '"module.' in g["keys"]:
+        return (
+            "The keys start with 'module.': the checkpoint was saved from a DataParallel/DDP wrapper. Save "
+            "model.module.state_dict(), or strip the prefix when loading: "
+            "{k.removeprefix('module.'): v for k, v in state.items()}."
+        )
+    return (
+        "The checkpoint and the model have different layers. Load with result = model.load_state_dict(sd, "
+        "strict=False), read result.missing_keys and result.unexpected_keys, and initialise the new layers "
+        "yourself; never ignore that report."
+    )
+
+
+STATE_DICT_KEYS = ErrorEntry(
+    id="state-dict-keys",
+    title="Missing or unexpected keys in state_dict",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError",),
+    pattern=r"Error\(s\) in loading state_dict for \w+:\s+(?P<keys>(?:Missing|Unexpected) key\(s\) in "
+    r"state_dict:.*)",
+    example='Error(s) in loading state_dict for GrownNet:\n\tMissing key(s) in state_dict: "head.weight", '
+    '"head.bias". ',
+    cause="The checkpoint's parameter names differ from the model's: layers were added, removed or renamed, "
+    "or the checkpoint came from a DataParallel/DDP wrapper (keys start with 'module.').",
+    fix="Build the model the checkpoint was saved from, strip a 'module.' prefix, or load with strict=False "
+    "and read the returned missing_keys / unexpected_keys before initialising new layers yourself.",
+    reproducer=state_dict_keys,
+    specific_fix=_state_dict_keys,
+)
+
+
+def state_dict_size_mismatch() -> None:
+    TinyNet(out_features=5).load_state_dict(TinyNet().state_dict())
+
+
+def _size_mismatch(g: Mapping[str, str]) -> str:
+    return (
+        f"{g['name']} is {g['saved']} in the checkpoint but {g['current']} in the model: a layer changed size "
+        f"since saving. Build the model with the saved sizes, or drop the mismatched entries from the "
+        f"state_dict, load with strict=False and initialise those layers yourself."
+    )
+
+
+STATE_DICT_SIZE_MISMATCH = ErrorEntry(
+    id="state-dict-size-mismatch",
+    title="Parameter shape differs between checkpoint and model",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError",),
+    pattern=r"size mismatch for (?P<name>[\w.]+): copying a param with shape (?P<saved>torch\.Size\(\[[\d, ]*\]\))"
+    r" from checkpoint, the shape in current model is (?P<current>torch\.Size\(\[[\d, ]*\]\))",
+    example="Error(s) in loading state_dict for TinyNet:\n\tsize mismatch for fc.weight: copying a param with "
+    "shape torch.Size([10, 20]) from checkpoint, the shape in current model is torch.Size([5, 20]).",
+    cause="A layer exists in both but with different sizes (for example a new number of classes). "
+    "strict=False does not help: it only forgives missing and unexpected keys.",
+    fix="Build the model with the saved sizes, or remove the mismatched entries from the state_dict, load "
+    "with strict=False and initialise those layers yourself.",
+    reproducer=state_dict_size_mismatch,
+    specific_fix=_size_mismatch,
+)
+
+
+def weights_only_load() -> None:
+    buffer = io.BytesIO()
+    torch.save(TinyNet(), buffer)  # the whole pickled module, not its state_dict
+    buffer.seek(0)
+    torch.load(buffer)
+
+
+WEIGHTS_ONLY_LOAD = ErrorEntry(
+    id="weights-only-load",
+    title="torch.load refused a pickled object (weights_only)",
+    chapter=CHAPTER,
+    exception_types=("UnpicklingError",),
+    pattern=r"Weights only load failed",
+    example="Weights only load failed. This file can still be loaded, to do so you have two options ... "
+    "WeightsUnpickler error: Unsupported global: GLOBAL torchdoctor.catalog.checkpoints.TinyNet was not an allowed "
+    "global by default.",
+    cause="Since PyTorch 2.6 torch.load defaults to weights_only=True and only unpickles tensors and plain "
+    "containers. The file holds other objects: a whole pickled model (torch.save(model)), or custom "
+    "classes in the saved dict.",
+    fix="Save and load state_dicts (torch.save(model.state_dict(), p); model.load_state_dict(torch.load(p))). "
+    "For trusted files with a few extra classes use torch.serialization.add_safe_globals([...]); "
+    "weights_only=False only for files you fully trust, since it can run arbitrary code.",
+    reproducer=weights_only_load,
+)
+
+
+def missing_class_on_load() -> None:
+    module = types.ModuleType("torchdoctor_scratch_models")
+    module.OldNet = type("OldNet", (nn.Linear,), {"__module__": module.__name__})
+    sys.modules[module.__name__] = module
+    buffer = io.BytesIO()
+    try:
+        torch.save(module.OldNet(2, 2), buffer)
+        del module.OldNet  # the class is gone when the file is read, as in a fresh session
+        buffer.seek(0)
+        torch.load(buffer, weights_only=False)
+    finally:
+        del sys.modules[module.__name__]
+
+
+MISSING_CLASS_ON_LOAD = ErrorEntry(
+    id="missing-class-on-load",
+    title="Class not found while unpickling",
+    chapter=CHAPTER,
+    exception_types=("AttributeError",),
+    pattern=r"Can't get attribute '(?P<name>[^']+)' on <module '(?P<module>[^']+)'",
+    example="Can't get attribute 'OldNet' on <module '__main__' (built-in)>",
+    cause="A pickle stores classes by module and name; the file was saved with torch.save(model) (or is "
+    "sent to a spawned DataLoader worker) and that class is not importable where it is loaded, e.g. it "
+    "was defined in a notebook.",
+    fix="Save state_dicts instead of whole models, and put classes that must be pickled in an importable "
+    ".py module rather than the notebook.",
+    reproducer=missing_class_on_load,
+)
+
+
+def ran_out_of_input() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "empty.pt")
+        open(path, "wb").close()
+        torch.load(path)
+
+
+RAN_OUT_OF_INPUT = ErrorEntry(
+    id="ran-out-of-input",
+    title="Empty checkpoint or pickle file",
+    chapter=CHAPTER,
+    exception_types=("EOFError",),
+    pattern=r"^(?:Ran out of input)?$",
+    example="Ran out of input",
+    cause="The file ended before anything could be read: it is empty (a save that was interrupted, a zero-byte "
+    "download, a file opened for writing and never written). torch.load raises an EOFError with no message "
+    "for it (weights_only=True, the default); pickle.load and torch.load(weights_only=False) say 'Ran out of "
+    "input'.",
+    fix="Check os.path.getsize(path); re-create the file and write it atomically (save to a temporary name, "
+    "then os.replace).",
+    reproducer=ran_out_of_input,
+)
+
+
+def corrupted_checkpoint() -> None:
+    buffer = io.BytesIO()
+    torch.save(TinyNet().state_dict(), buffer)
+    torch.load(io.BytesIO(buffer.getvalue()[:200]))  # a truncated download or copy
+
+
+CORRUPTED_CHECKPOINT = ErrorEntry(
+    id="corrupted-checkpoint",
+    title="Checkpoint archive is corrupted or truncated",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError",),
+    pattern=r"PytorchStreamReader failed reading zip archive",
+    example="PytorchStreamReader failed reading zip archive: failed finding central directory",
+    cause="A torch.save file is a zip archive; this one is incomplete (interrupted save or copy, disk full) "
+    "or is not a PyTorch file at all (an HTML error page saved as .pt).",
+    fix="Compare the file size with the original, re-download or re-save it; save to a temporary name and "
+    "os.replace it so a crash never leaves half a file.",
+    reproducer=corrupted_checkpoint,
+)
+
+
+ENTRIES: tuple[ErrorEntry, ...] = (
+    STATE_DICT_KEYS,
+    STATE_DICT_SIZE_MISMATCH,
+    WEIGHTS_ONLY_LOAD,
+    MISSING_CLASS_ON_LOAD,
+    RAN_OUT_OF_INPUT,
+    CORRUPTED_CHECKPOINT,
+)

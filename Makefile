@@ -9,7 +9,14 @@ BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 DEVICE ?= auto
 ASSIGNMENT ?=
+FORCE ?=
 COURSE := autograder
+# The assignments to grade: ASSIGNMENT's names when each is a ready assignment of course.toml, else all ready ones;
+# an unknown name stops the recipe with one line that lists the known ones.
+ASSIGNMENTS = $$($(BIN)/python -m course_tools.manifest_cli assignments $(ASSIGNMENT))
+# FORCE=1 redoes what was done before; FORCE=0 or no FORCE does not; anything else is an error.
+FORCE_FLAG = $(if $(filter-out 0 1,$(FORCE)),$(FORCE_ERROR))$(if $(filter 1,$(FORCE)),--force)
+FORCE_ERROR = $(error FORCE=$(FORCE) is neither 1 (redo) nor 0 (don't))
 
 # nbgrader shells out to alembic: every nbgrader call must find the venv's bin/ first on PATH.
 export PATH := $(BIN):$(PATH)
@@ -42,20 +49,20 @@ lint: setup
 test-notebooks: setup
 	$(BIN)/python -m course_tools.run_notebooks --device $(DEVICE)
 
-# Regenerate exercises/ and solutions/ from autograder/source/.
+# Regenerate exercises/ and solutions/ from autograder/source/ for the ready assignments of course.toml (or ASSIGNMENT).
 release: setup
-	$(BIN)/python -m course_tools.release
+	$(BIN)/python -m course_tools.release $(ASSIGNMENT)
 
-# Grade what is in autograder/submitted/ (one assignment with ASSIGNMENT=name, else all): isolated kernels, verdicts
-# outside them, one worker per core; then grades.csv (nbgrader export) and results/<assignment>.json.
-# Already graded submissions are skipped, as by nbgrader; FORCE=1 grades them again.
+# Grade what is in autograder/submitted/ (one assignment with ASSIGNMENT=name, else every ready one of course.toml):
+# isolated kernels, verdicts outside them, one worker per core; then grades.csv (nbgrader export) and
+# results/<assignment>.json. Already graded submissions are skipped, as by nbgrader; FORCE=1 grades them again.
 autograde: setup
-	$(BIN)/python -m course_tools.grading.autograde $(ASSIGNMENT) $(if $(FORCE),--force)
+	@names="$(ASSIGNMENTS)" && set -x && $(BIN)/python -m course_tools.grading.autograde $$names $(FORCE_FLAG)
 
 # Feedback for graded submissions; like nbgrader it skips students who have feedback already, FORCE=1 redoes it.
 feedback: setup
-	cd $(COURSE) && for a in $(or $(ASSIGNMENT),$$(ls source)); do \
-		$(BIN)/nbgrader generate_feedback "$$a" $(if $(FORCE),--force) || exit 1; done
+	@names="$(ASSIGNMENTS)" && cd $(COURSE) && for a in $$names; do \
+		(set -x && $(BIN)/nbgrader generate_feedback "$$a" $(FORCE_FLAG)) || exit 1; done
 
 clean:
 	rm -rf build

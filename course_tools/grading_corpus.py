@@ -1,9 +1,10 @@
 """Grade a corpus of made-up submissions with nbgrader and check each gets the score it deserves.
 
-tests/grading_corpus/<assignment>.toml lists submissions. Each starts from ``base`` ("solution": the published
-solution; "release": the student starter) and replaces the source of the solution cells named in its ``cells``
-table (keys are nbgrader grade_ids). ``loses`` lists the grade cells that must score zero ("all" for every one);
-every other grade cell must earn full points.
+Every ready assignment of course.toml has one: tests/grading_corpus/<assignment>.toml lists submissions. Each
+starts from ``base`` ("solution": the published solution; "release": the student starter) and replaces the source
+of the solution cells named in its ``cells`` table (keys are nbgrader grade_ids). ``loses`` lists the grade cells
+that must score zero ("all" for every one); ``scores`` gives the points of grade cells that earn partial credit
+(within 0.01); every other grade cell must earn full points.
 
 Grading happens in a scratch copy of the course: ``generate_assignment``, one folder per made-up student in
 submitted/, the course's hardened parallel autograde (``course_tools.grading.autograde``: nbgrader's autograde
@@ -28,6 +29,7 @@ from nbformat import NotebookNode
 from nbgrader.api import Gradebook
 
 from course_tools.grading import autograde
+from course_tools.manifest_cli import UnknownAssignment, select_assignments
 from course_tools.release import COURSE, REPO, nbgrader, solution_notebook
 
 CORPUS = REPO / "tests" / "grading_corpus"
@@ -42,10 +44,18 @@ class Submission:
     why: str
     loses: list[str] | str
     cells: dict[str, str] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)  # grade cell -> points, for partial credit
+
+
+def corpus_path(assignment: str) -> Path:
+    return CORPUS / f"{assignment}.toml"
 
 
 def load_corpus(assignment: str) -> list[Submission]:
-    path = CORPUS / f"{assignment}.toml"
+    path = corpus_path(assignment)
+    if not path.is_file():
+        raise FileNotFoundError(f"{assignment} is ready in course.toml but has no grading corpus: write "
+                                f"{path.relative_to(REPO)} (README, \"Adding an assignment\")")
     entries = tomllib.loads(path.read_text())["submission"]
     submissions = [Submission(**entry) for entry in entries]
     bad = [s.name for s in submissions if s.base not in ("solution", "release")]
@@ -102,13 +112,14 @@ def grade(assignment: str, submissions: list[Submission], scratch: Path) -> dict
 def problems(submission: Submission, scores: dict[str, tuple[float, float]]) -> list[str]:
     """How the submission's scores differ from what it deserves."""
     loses = set(scores) if submission.loses == "all" else set(submission.loses)
-    unknown = sorted(loses - set(scores))
+    unknown = sorted((loses | set(submission.scores)) - set(scores))
     if unknown:
-        return [f"{submission.name}: 'loses' names unknown grade cells {unknown}; they are {sorted(scores)}"]
+        return [f"{submission.name}: 'loses' or 'scores' names unknown grade cells {unknown}; they are "
+                f"{sorted(scores)}"]
     found = []
     for cell, (score, max_score) in sorted(scores.items()):
-        deserved = 0 if cell in loses else max_score
-        if score != deserved:
+        deserved = submission.scores.get(cell, 0 if cell in loses else max_score)
+        if abs(score - deserved) > 0.01:
             found.append(f"{submission.name} ({submission.why}): {cell} scored {score} of {max_score}, "
                          f"deserves {deserved}")
     return found
@@ -116,8 +127,12 @@ def problems(submission: Submission, scores: dict[str, tuple[float, float]]) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("assignments", nargs="*", help="default: every assignment with a corpus")
-    names = parser.parse_args(argv).assignments or sorted(p.stem for p in CORPUS.glob("*.toml"))
+    parser.add_argument("assignments", nargs="*", help="default: every ready assignment of course.toml")
+    try:
+        names = select_assignments(parser.parse_args(argv).assignments)
+    except UnknownAssignment as exc:
+        print(exc, file=sys.stderr)
+        return 2
     failures = []
     for assignment in names:
         submissions = load_corpus(assignment)

@@ -1,6 +1,6 @@
 """Generate exercises/ and solutions/ from the nbgrader sources (``make release``).
 
-autograder/source/<a>/<a>.ipynb is the single source of each assignment. From it:
+autograder/source/<a>/<a>.ipynb is the single source of each assignment that course.toml marks ready. From it:
 
 - exercises/<a>/<a>.ipynb is what nbgrader's ``generate_assignment`` releases to students;
 - solutions/<a>/<a>.ipynb is the source with its hidden tests and solution markers removed.
@@ -24,14 +24,16 @@ import nbformat
 from nbformat import NotebookNode
 from nbgrader.preprocessors import ClearHiddenTests
 
+from course_tools.manifest_cli import UnknownAssignment, ready_assignments, select_assignments
+
 REPO = Path(__file__).resolve().parent.parent
 COURSE = REPO / "autograder"
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
-def assignments(course: Path = COURSE) -> list[str]:
-    """Names of the assignments that have a source folder."""
-    return sorted(p.name for p in (course / "source").iterdir() if (p / f"{p.name}.ipynb").is_file())
+def assignments() -> list[str]:
+    """The ready assignments of the course manifest (course.toml); tests/test_manifest.py checks their sources."""
+    return ready_assignments()
 
 
 def nbgrader_env() -> dict[str, str]:
@@ -93,13 +95,13 @@ def stale_files(assignment: str) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("assignments", nargs="*", help="default: every assignment in autograder/source")
+    parser.add_argument("assignments", nargs="*", help="default: every ready assignment of course.toml")
     parser.add_argument("--check", action="store_true", help="only report files that are out of date")
     args = parser.parse_args(argv)
-    names = args.assignments or assignments()
-    unknown = sorted(set(names) - set(assignments()))
-    if unknown:
-        print(f"No source for {', '.join(unknown)} in {COURSE / 'source'}.", file=sys.stderr)
+    try:
+        names = select_assignments(args.assignments)
+    except UnknownAssignment as exc:
+        print(exc, file=sys.stderr)
         return 2
     if args.check:
         stale = [path for name in names for path in stale_files(name)]

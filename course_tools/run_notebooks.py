@@ -1,7 +1,9 @@
 """Run the course's notebooks with papermill and check every declared error (``make test-notebooks``).
 
-Chapters in course/ and homework solutions in solutions/ must run clean apart from their declared errors.
-Homework starters in exercises/ must fail only where the student has work to do. Executed copies go to
+The notebooks are those the course manifest (course.toml) says exist: its ready chapters and its reference
+notebooks, then the solutions/ and exercises/ notebooks of its ready assignments. Chapters, references and
+homework solutions must run clean apart from their declared errors. Homework starters in exercises/ must fail only
+where the student has work to do. Executed copies go to
 build/notebooks/; a table of per-notebook times is printed at the end. Exit status 1 on any problem.
 
 Usage: python -m course_tools.run_notebooks [--device auto|cpu|cuda|mps] [--full] [--seed N] [PATH ...]
@@ -21,9 +23,9 @@ from pathlib import Path
 import nbformat
 
 from course_tools.notebook_check import check_executed, skip_for_device
+from torchdoctor.manifest import load_manifest
 
 REPO = Path(__file__).resolve().parent.parent
-NOTEBOOK_FOLDERS = ("course", "solutions", "exercises")
 BUILD = REPO / "build" / "notebooks"
 CELL_TIMEOUT_S = 600  # a cell that hangs fails the run instead of stalling CI
 
@@ -38,17 +40,26 @@ class RunResult:
     problems: list[str] = field(default_factory=list)
 
 
+def homework_notebook(folder: str, assignment: str) -> Path:
+    """An assignment's generated notebook: ``folder`` is "solutions" or "exercises"."""
+    return REPO / folder / assignment / f"{assignment}.ipynb"
+
+
 def default_notebooks() -> list[Path]:
-    """Every committed notebook the runner is responsible for, in a stable order."""
-    found: list[Path] = []
-    for folder in NOTEBOOK_FOLDERS:
-        found += sorted(p for p in (REPO / folder).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    return found
+    """The notebooks course.toml says exist, in its order: ready chapters and references, then the solutions and
+    the starters of ready assignments. tests/test_manifest.py checks that no other notebook is left out."""
+    manifest = load_manifest()
+    homework = manifest.assignment_names("ready")
+    return ([REPO / notebook for notebook in manifest.notebooks("ready")]
+            + [homework_notebook("solutions", a) for a in homework]
+            + [homework_notebook("exercises", a) for a in homework])
 
 
 def is_starter(path: Path) -> bool:
-    """Homework as students get it (exercises/): unsolved, so its tests are meant to fail."""
-    return (REPO / "exercises") in path.resolve().parents
+    """Homework as students get it (exercises/<a>/<a>.ipynb of a manifest assignment): unsolved, so its tests are
+    meant to fail."""
+    resolved = path.resolve()
+    return any(resolved == homework_notebook("exercises", a) for a in load_manifest().assignment_names(None))
 
 
 def resolve_device(choice: str) -> str:
@@ -134,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     paths = args.paths or default_notebooks()
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
-        print(f"No such notebook: {', '.join(missing)}", file=sys.stderr)
+        listed = "" if args.paths else " (course.toml says they exist; homework notebooks come from `make release`)"
+        print(f"No such notebook: {', '.join(missing)}{listed}", file=sys.stderr)
         return 2
     device = resolve_device(args.device)
     parameters = {"DEVICE": device, "FAST": not args.full, "SEED": args.seed}

@@ -1,17 +1,18 @@
 """The course's grading (nbgrader autograde, hardened: course_tools/grading) gives every submission of the corpus
-exactly the score it deserves."""
+exactly the score it deserves. One corpus per ready assignment of course.toml."""
 
 import pytest
 
-from course_tools.grading_corpus import CORPUS, grade, load_corpus, problems
+from course_tools.grading_corpus import corpus_path, grade, load_corpus, problems
+from course_tools.release import REPO, assignments
 
-ASSIGNMENTS = sorted(p.stem for p in CORPUS.glob("*.toml"))
+ASSIGNMENTS = assignments()
 
 
-def test_every_assignment_has_a_corpus():
-    from course_tools.release import assignments
-
-    assert set(assignments()) <= set(ASSIGNMENTS), "add tests/grading_corpus/<assignment>.toml"
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_ready_assignment_has_a_corpus(assignment):
+    path = corpus_path(assignment)
+    assert path.is_file(), f"{assignment} is ready in course.toml: add {path.relative_to(REPO)}"
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

@@ -2,13 +2,24 @@
 
 import pytest
 
-from course_tools.release import REPO, assignments, solution_notebook, stale_files, student_notebook
+from course_tools.release import REPO, assignments, main, solution_notebook, stale_files, student_notebook
+from torchdoctor.manifest import load_manifest
 
 ASSIGNMENTS = assignments()
 
 
-def test_there_are_assignments():
-    assert "hw1_dimensions" in ASSIGNMENTS
+def test_assignments_are_the_ready_ones_of_the_manifest():
+    manifest = load_manifest()
+    assert ASSIGNMENTS, "course.toml marks no assignment ready"
+    assert ASSIGNMENTS == [a.name for a in manifest.assignments if a.status == "ready"]
+
+
+@pytest.mark.parametrize("name", ["typo", *load_manifest().assignment_names("planned")[:1]])
+def test_an_unknown_or_planned_name_is_one_clear_line(name, capsys):
+    assert main([name]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1
+    assert repr(name) in err and all(a in err for a in ASSIGNMENTS)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

@@ -94,6 +94,19 @@ def _status(table: dict, where: str) -> Status:
     return status  # type: ignore[return-value]
 
 
+def _tables(data: dict, key: str, path: Path) -> list[dict]:
+    tables = data.get(key, [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ManifestError(f"{path.name}: `{key}` must be an array of tables, each written [[{key}]]")
+    return tables
+
+
+def _homework(table: dict, where: str) -> str | None:
+    if "homework" in table:
+        return _require(table, "homework", str, where)  # type: ignore[return-value]
+    return None
+
+
 @functools.cache
 def _load(path: Path) -> Manifest:
     try:
@@ -104,18 +117,21 @@ def _load(path: Path) -> Manifest:
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError(f"{path}: not valid TOML: {exc}") from None
     chapters = []
-    for i, t in enumerate(data.get("chapter", [])):
+    for i, t in enumerate(_tables(data, "chapter", path)):
         where = f"{path.name} chapter #{i + 1}"
         chapters.append(Chapter(
             number=_require(t, "number", int, where), slug=_require(t, "slug", str, where),
             title=_require(t, "title", str, where), notebook=_require(t, "notebook", str, where),
-            covers=_require(t, "covers", str, where), status=_status(t, where), homework=t.get("homework"),
+            covers=_require(t, "covers", str, where), status=_status(t, where), homework=_homework(t, where),
         ))
-    references = [Reference(notebook=t["notebook"], title=t["title"], covers=t["covers"])
-                  for t in data.get("reference", [])]
+    references = []
+    for i, t in enumerate(_tables(data, "reference", path)):
+        where = f"{path.name} reference #{i + 1}"
+        references.append(Reference(notebook=_require(t, "notebook", str, where),
+                                    title=_require(t, "title", str, where), covers=_require(t, "covers", str, where)))
     homework_of = {c.homework: c.slug for c in chapters if c.homework}
     assignments = []
-    for i, t in enumerate(data.get("assignment", [])):
+    for i, t in enumerate(_tables(data, "assignment", path)):
         where = f"{path.name} assignment #{i + 1}"
         name = _require(t, "name", str, where)
         assignments.append(Assignment(name=name, status=_status(t, where), chapter=homework_of.get(name)))

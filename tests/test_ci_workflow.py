@@ -1,0 +1,36 @@
+"""The GPU job of .github/workflows/ci.yml runs only trusted code, and its test selection really selects the CUDA
+reproducers and the CUDA memory tests (which skip on CPU runners, so nothing else would notice them missing)."""
+
+import re
+import shlex
+import subprocess
+import sys
+
+import yaml
+
+from course_tools.release import REPO
+from torchdoctor.catalog import CATALOG
+
+WORKFLOW = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))
+GPU = WORKFLOW["jobs"]["gpu"]
+
+
+def test_the_gpu_job_never_runs_for_a_pull_request():
+    condition = GPU["if"]
+    assert "pull_request" not in condition
+    assert "github.event_name == 'push' && github.ref == 'refs/heads/main'" in condition
+    assert "github.event_name == 'workflow_dispatch'" in condition
+    assert "workflow_dispatch" in WORKFLOW[True]  # YAML reads the key `on` as True
+
+
+def test_the_gpu_job_selects_every_cuda_reproducer_and_the_cuda_memory_tests():
+    (command,) = [line for step in GPU["steps"] for line in step.get("run", "").replace("\\\n", " ").splitlines()
+                  if "pytest" in line]
+    args = shlex.split(command.split("|")[0])
+    args = args[args.index("pytest") + 1:]
+    collected = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q"], cwd=REPO,
+                               capture_output=True, text=True).stdout.splitlines()
+    reproducers = {m.group(1) for line in collected if (m := re.search(r"reproducer\w*\[(.+)\]$", line))}
+    cuda_entries = {e.id for e in CATALOG if e.needs == "cuda"}
+    assert cuda_entries and cuda_entries <= reproducers, f"not selected: {sorted(cuda_entries - reproducers)}"
+    assert any("test_memory.py::test_cuda" in line for line in collected), "the CUDA memory tests are not selected"

@@ -1,7 +1,12 @@
-"""nbgrader configuration of the Torch Doctor course (this folder is the nbgrader course root)."""
+"""nbgrader configuration of the Torch Doctor course (this folder is the nbgrader course root).
+
+The folder grades wherever it is copied (a grader account, a grading server), as long as the Python that runs
+nbgrader has the course installed: `make setup`, or `pip install -r requirements.txt` then
+`pip install --no-deps <the course repository>`, which installs the grading plugins (the course_tools package)
+beside nbgrader. Nothing here depends on where this file lies.
+"""
 
 import os
-import sys
 from pathlib import Path
 
 c = get_config()  # noqa: F821 -- injected by nbgrader when it loads this file
@@ -14,18 +19,24 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # Each cell gets this long to run; a cell that runs longer loses its kernel (and only its own tests).
 c.ExecutePreprocessor.timeout = 300
+# Limits per assignment (README "Grading at speed"), so an endless loop costs what the assignment needs, not 300 s:
+# timeout (per cell) and notebook_timeout in seconds of wall-clock time, memory_mb (address space) and cpu_seconds
+# per kernel. Unlisted assignments, and limits left out, get the global settings. hw1 measured on 2 cores: slowest
+# cell 1.1 s of CPU (up to 5.8 s of wall-clock time on a machine loaded 5x over), whole notebook 1.2 s of CPU.
+c.SandboxedExecute.assignment_limits = {
+    "hw1_dimensions": {"timeout": 30, "notebook_timeout": 120, "cpu_seconds": 60, "memory_mb": 4096},
+}
 
 # Hardened grading (course_tools/grading, README "Grading you can trust"): nbgrader's own autograde pipeline with
 # tampered cells restored from the gradebook, each submission in a confined kernel forked by a pre-warmed zygote,
-# and pass/fail taken by the grader from what the hidden tests observed. Named as strings, so that only autograde
-# imports them; autograde fails loudly, rather than grade unprotected, when course_tools cannot be imported.
-_repo = Path(__file__).resolve().parent.parent
-if (_repo / "course_tools" / "grading").is_dir():
-    if str(_repo) not in sys.path:
-        sys.path.insert(0, str(_repo))
-    # nbgrader collect copies links as the files they point to (the course's source, the gradebook); this one
-    # copies plain files only. Set only where course_tools exists: scratch copies of the course lack it.
-    c.ExchangeFactory.collect = "course_tools.grading.collect.SafeCollect"
+# and pass/fail taken by the grader from what the hidden tests observed. Named as strings, so that only the
+# commands that use them import them. Against nbgrader's defaults (tests/test_grading_helpers.py checks that every
+# default is still here): RestoreCells added before OverwriteCells; Execute replaced by its subclass
+# SandboxedExecute; Verdicts added after it; nbconvert's ClearMetadataPreprocessor left out (disabled unless
+# configured, and it would drop the verdicts that results/<assignment>.json reads); ClearHiddenTests added to
+# feedback. CheckedExporter is nbgrader's exporter, checking first that the Jupyter stack still has what grading
+# overrides.
+c.Autograde.exporter_class = "course_tools.grading.compat.CheckedExporter"
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.DeduplicateIds",
@@ -49,6 +60,40 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+# nbgrader collect copies links as the files they point to (the course's source, the gradebook); this one copies
+# plain files only.
+c.ExchangeFactory.collect = "course_tools.grading.collect.SafeCollect"
+
+try:
+    import course_tools.grading  # noqa: F401 -- only the package's name: cheap, and no grading code runs
+except ImportError:
+    # Without the plugins, autograde and collect stop with one line that says what to install, instead of a
+    # ModuleNotFoundError traceback per submission (or a collect that follows students' symbolic links).
+    import sys
+
+    from nbconvert.exporters import NotebookExporter
+    from nbgrader.converters.base import NbGraderException
+    from nbgrader.exchange.abc import ExchangeError
+    from nbgrader.exchange.default.collect import ExchangeCollect
+
+    MISSING = (f"The course's grading plugins (Python package course_tools) are not installed in {sys.prefix}: "
+               "install the course there (`make setup` in its repository, or `pip install -r requirements.txt` and "
+               "`pip install --no-deps <path to the course repository>`) and run this command again.")
+
+    class PluginsMissing(NotebookExporter):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.log.error(MISSING)
+            raise NbGraderException(MISSING)
+
+    class CollectPluginsMissing(ExchangeCollect):
+        def start(self):
+            self.log.error(MISSING)
+            raise ExchangeError(MISSING)
+
+    c.Autograde.exporter_class = PluginsMissing
+    c.ExchangeFactory.collect = CollectPluginsMissing
+
 if os.environ.get("TORCHDOCTOR_PREWARM"):  # a worker of `make autograde`: import torch while nbgrader starts
     from course_tools.grading.zygote import shared_zygote
 

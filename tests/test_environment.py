@@ -1,10 +1,15 @@
 """The pinned environment: requirements.txt and environment.yml describe the same one."""
 
 import re
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PIN = re.compile(r"^[A-Za-z0-9_.\-\[\]]+==[^\s=]+$")
+# What course_tools/grading overrides privately or configures (course_tools/grading/compat.py checks the methods):
+# an unpinned upgrade of any of them could silently switch a protection off.
+GRADING_STACK = ("nbgrader", "nbclient", "nbconvert", "nbformat", "jupyter_client", "jupyter_core", "pyzmq",
+                 "traitlets", "ipykernel", "ipython")
 
 
 def requirement_lines():
@@ -42,3 +47,25 @@ def test_environment_yml_uses_python_311_and_installs_torchdoctor():
     text = (REPO / "environment.yml").read_text()
     assert re.search(r"^\s*- python=3\.11\s*$", text, re.MULTILINE)
     assert "-e ." in conda_pip_lines()
+
+
+def pins() -> dict[str, str]:
+    return dict(line.split("==") for line in requirement_lines())
+
+
+def test_the_jupyter_stack_grading_relies_on_is_pinned():
+    unpinned = [name for name in GRADING_STACK if name not in pins()]
+    assert not unpinned, f"pin these in requirements.txt and environment.yml: {unpinned}"
+
+
+def test_the_installed_environment_has_the_pinned_versions():
+    """An upgrade in .venv without a change of pins (or the reverse) shows here, not as odd grading."""
+    found = []
+    for name, pinned in pins().items():
+        try:
+            installed = version(name)
+        except PackageNotFoundError:
+            installed = "not installed"
+        if installed.split("+")[0] != pinned:
+            found.append(f"{name}: pinned {pinned}, installed {installed}")
+    assert not found, "run `make setup` (or update the pins): " + "; ".join(found)

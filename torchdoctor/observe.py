@@ -40,9 +40,17 @@ def _not(kind: str, value: Any) -> str:
     return f"not {kind}: {type(value).__name__}"
 
 
-def tensor(value: Any) -> list | str:
-    """The values of an exact ``torch.Tensor`` (no subclasses, which could fake them), as nested lists."""
-    return value.detach().cpu().tolist() if type(value) is torch.Tensor else _not("a tensor", value)
+def _json_floats(value: Any) -> Any:
+    """NaN and infinities as 'nan', 'inf', '-inf': JSON has none, and the kernel would otherwise warn on stderr."""
+    if type(value) is list:
+        return [_json_floats(v) for v in value]
+    return str(value) if type(value) is float and not math.isfinite(value) else value
+
+
+def tensor(value: Any) -> list | float | int | bool | str:
+    """The values of an exact ``torch.Tensor`` (no subclasses, which could fake them), as nested lists (a number for
+    a 0-d tensor); NaN and infinities as :func:`number` gives them."""
+    return _json_floats(value.detach().cpu().tolist()) if type(value) is torch.Tensor else _not("a tensor", value)
 
 
 def shape(value: Any) -> list[int] | str:

@@ -1,14 +1,19 @@
 """Hardened, parallel nbgrader autograding (README: "Grading you can trust").
 
-Plugged into nbgrader through ``autograder/nbgrader_config.py``; one job per module:
+Plugged into nbgrader through ``autograder/nbgrader_config.py``, which names these modules as an installed package
+(``make setup`` installs course_tools with torchdoctor), so a copy of the course root grades anywhere. One job per
+module, each importing only modules above it in this list (tests/test_grading_helpers.py checks it):
 
 - ``sandbox``: confine a process (namespaces, chroot, resource limits, unprivileged uid); ``probe`` what is possible.
 - ``zygote``: a pre-warmed process (torch, ipykernel imported) that forks one confined kernel per submission.
 - ``kernel``: the jupyter_client kernel manager whose kernels the zygote forks (ipc transport).
 - ``execute``: nbgrader's Execute with those kernels; kernel deaths and timeouts cost only their cell.
 - ``restore``: restore deleted, emptied and metadata-stripped locked cells from the gradebook; report tampering.
-- ``references`` and ``verdict``: what hidden tests observe on the reference solution, and pass/fail decided by the
-  grader from what they observe on the submission.
-- ``autograde``: ``make autograde``: parallel workers, gradebook checks, hashes, ``results``: per-test JSON.
+- ``collect``: ``nbgrader collect`` copying plain files only (never following students' symbolic links).
+- ``references``: what hidden tests observe on the reference solution, computed once per batch.
+- ``verdict``: pass/fail decided by the grader from what the hidden tests observed on the submission.
+- ``compat``: refuse to grade when the Jupyter stack lacks a private method grading overrides (an upgrade).
+- ``results``: per-test results JSON, read back from the gradebook and the autograded notebooks.
+- ``autograde``: ``make autograde``: parallel workers, gradebook checks, hashes, results.
 - ``attack_corpus``: the attack corpus of ``make test``.
 """

@@ -3,8 +3,9 @@
 A hidden test runs in the student's kernel, where student code may have replaced anything (``__eq__``,
 ``isinstance``, ``torch.allclose``, the test's own helpers, ``print``). So the test decides nothing there: it
 only *observes*, turning what the student's objects do on hidden inputs into plain JSON data, and displays it
-once as ``OBSERVED_MIME``. The grader then compares that data with what the reference solution observed in a
-clean kernel (``references``), with its own comparison (``compare``), in its own process.
+once as ``references.OBSERVED_MIME``. The grader then compares that data with what the reference solution
+observed in a clean kernel (``references``), with its own comparison (``compare``), in its own process. A test
+cell with hidden tests that the reference run saw display no record fails, with a message saying so.
 
 ``Verdicts`` runs after execution and before nbgrader's SaveAutoGrades: each graded test cell's outputs are
 replaced by the verdict, in the form nbgrader scores (nothing but a "passed" line: full points; an error output:
@@ -14,28 +15,19 @@ The verdict also goes into the cell's metadata (``torchdoctor.verdict``) for the
 
 from __future__ import annotations
 
-import json
 import math
 import typing as t
 
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
-from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from course_tools.grading.references import references_for
+from course_tools.grading.references import has_hidden_tests, is_test_cell, observed_records, references_for
 
-OBSERVED_MIME = "application/vnd.torchdoctor.observed+json"
 REL_TOL, ABS_TOL = 1e-4, 1e-6
 MAX_SHOWN = 200  # characters of a value shown in a feedback message
 MAX_LINES = 5  # failed comparisons shown per test
-
-
-def observed_records(cell: NotebookNode) -> list[t.Any]:
-    """The observation records a cell displayed, as plain JSON values (no NotebookNode)."""
-    return [json.loads(json.dumps(o["data"][OBSERVED_MIME])) for o in cell.get("outputs", [])
-            if o.get("output_type") == "display_data" and OBSERVED_MIME in o.get("data", {})]
 
 
 def _short(value: t.Any) -> str:
@@ -123,13 +115,20 @@ class Verdicts(NbGraderPreprocessor):
 
     def preprocess_cell(self, cell: NotebookNode, resources: ResourcesDict, index: int
                         ) -> tuple[NotebookNode, ResourcesDict]:
-        if not (utils.is_grade(cell) and cell.cell_type == "code" and not utils.is_solution(cell)):
+        if not is_test_cell(cell):
             return cell, resources
         grade_id = cell.metadata.nbgrader["grade_id"]
         points = float(cell.metadata.nbgrader["points"])
         reference = self._references.get(grade_id)
-        if reference is None:
-            self.log.warning("Test cell %s reports no observations: nbgrader's in-kernel verdict stands", grade_id)
+        if reference is None and has_hidden_tests(cell, self.config):
+            # An authoring mistake (tests/test_grading_helpers.py catches it in CI): judging it in the student's
+            # kernel would let student code decide, so the cell fails, saying why.
+            message = ("this test cannot be judged: its hidden tests display no observation record on the reference "
+                       "solution (an authoring mistake; the instructor must fix the test and grade again)")
+            self.log.error("Test cell %s: %s", grade_id, message)
+            return self._set_verdict(cell, points, 0.0, False, [message]), resources
+        if reference is None:  # visible asserts only: the student sees the whole test, nothing to hide
+            self.log.warning("Test cell %s has no hidden tests: nbgrader's in-kernel verdict stands", grade_id)
             return cell, resources
         errors = [_error_text(o) for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         try:
@@ -137,10 +136,14 @@ class Verdicts(NbGraderPreprocessor):
         except Exception as exc:  # a record built to break the comparison (huge ints, deep nesting): it fails
             self.log.warning("Test cell %s: its observations could not be judged: %r", grade_id, exc)
             fraction, messages = 0.0, [f"the test's observations could not be judged ({type(exc).__name__})"]
-        partial = bool(reference.get("partial"))
+        return self._set_verdict(cell, points, fraction, bool(reference.get("partial")), messages), resources
+
+    @staticmethod
+    def _set_verdict(cell: NotebookNode, points: float, fraction: float, partial: bool, messages: list[str]
+                     ) -> NotebookNode:
         if not partial and fraction < 1:
             fraction = 0.0
         cell.outputs = verdict_outputs(points, fraction, partial, messages)
         cell.metadata["torchdoctor"] = {"verdict": {"score": round(points * fraction, 6), "max": points,
                                                     "passed": fraction == 1, "message": "\n".join(messages)}}
-        return cell, resources
+        return cell

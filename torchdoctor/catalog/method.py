@@ -95,7 +95,9 @@ OWN_ASSERT_FAILED = ErrorEntry(
     title="A check of your own failed (assert with an 'expected ..., got ...' message)",
     chapter=CHAPTER,
     exception_types=("AssertionError",),
-    pattern=r"(?i)\bexpected\b.*\bgot\b",
+    # "<what>: expected ..., got ...", the form chapter 00 teaches; anchored so that a PyTorch message pasted
+    # without its type ("..., expected input[...] to have 3 channels, but got 1") is never taken for an assert.
+    pattern=r"(?i)^\s*[\w.\[\]()' -]{1,60}: expected\b.*\bgot\b",
     example="x: expected dtype float32, got torch.float64",
     cause="An assert written to catch a wrong value at a boundary (a batch entering the model, a tensor before the "
     "loss) failed: the value is not what the code after it assumes. The message is the one its author wrote.",

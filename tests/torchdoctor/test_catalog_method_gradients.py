@@ -124,3 +124,16 @@ def test_retain_graph_in_a_training_loop_is_the_in_place_error():
             optimizer.step()
 
     assert explain(_raised(loop)).id == "inplace-saved-tensor"
+
+
+def test_grad_none_after_zero_grad_is_recognised():
+    layer = nn.Linear(3, 1)
+    layer(torch.randn(2, 3)).sum().backward()
+    torch.optim.SGD(layer.parameters(), lr=0.1).zero_grad()
+    err = _raised(lambda: layer.weight.grad.norm())
+    assert isinstance(err, AttributeError)
+    diagnosis = explain(err)
+    assert diagnosis.id == "grad-none" and diagnosis.chapter == "gradients"
+    assert explain("AttributeError: 'NoneType' object has no attribute 'zero_'").id == "grad-none"
+    # other exception types, and other None messages, keep their own entries (or none)
+    assert explain("TypeError: object of type 'NoneType' has no len()").id != "grad-none"

@@ -187,6 +187,32 @@ GRADCHECK_MISMATCH = ErrorEntry(
 )
 
 
+def grad_none() -> None:
+    layer = torch.nn.Linear(3, 1)
+    layer(torch.randn(4, 3)).sum().backward()
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    optimizer.zero_grad()  # sets .grad to None (the default since PyTorch 2.0)
+    layer.weight.grad.norm()
+
+
+GRAD_NONE = ErrorEntry(
+    id="grad-none",
+    title="A tensor that is None: .grad after zero_grad(), or an unused parameter",
+    chapter=CHAPTER,
+    exception_types=("AttributeError",),
+    pattern=r"'NoneType' object has no attribute '(?P<attribute>\w+)'",
+    example="'NoneType' object has no attribute 'norm'",
+    cause="Code used a tensor method on None. With PyTorch the None is most often a .grad: zero_grad() sets "
+    "gradients to None (set_to_none=True is the default since 2.0), and a parameter has no gradient before the "
+    "first backward() or when the loss does not depend on it (a frozen or unused layer). Outside gradients, a "
+    "function that forgot its return statement (a forward without return) gives the same message.",
+    fix="Read .grad only between backward() and zero_grad(), and guard it: if p.grad is not None. If a "
+    "parameter's .grad stays None after backward(), the loss does not use that layer: find out why. If the None "
+    "is not a gradient, print the value and check the function that produced it returns something.",
+    reproducer=grad_none,
+)
+
+
 ENTRIES: tuple[ErrorEntry, ...] = (
     NO_GRAD_FN,
     BACKWARD_TWICE,
@@ -195,4 +221,5 @@ ENTRIES: tuple[ErrorEntry, ...] = (
     LEAF_INPLACE,
     NUMPY_REQUIRES_GRAD,
     GRADCHECK_MISMATCH,
+    GRAD_NONE,
 )

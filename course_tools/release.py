@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,8 +68,11 @@ def student_notebook(assignment: str, course: Path = COURSE) -> NotebookNode:
 def solution_notebook(assignment: str, course: Path = COURSE) -> NotebookNode:
     """The solved notebook: source minus hidden tests and minus the solution marker lines."""
     nb = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    hidden = {cell.id for cell in nb.cells if "### BEGIN HIDDEN TESTS" in cell.source}
     nb, _ = ClearHiddenTests().preprocess(nb, {})
     for cell in nb.cells:
+        if cell.id in hidden:  # the blank lines around the removed block, folded as if it had never been there
+            cell.source = re.sub(r"\n{3,}", "\n\n", cell.source).strip("\n")
         if any(marker in cell.source for marker in SOLUTION_MARKERS):
             lines = cell.source.splitlines()
             cell.source = "\n".join(line for line in lines if line.strip() not in SOLUTION_MARKERS)

@@ -38,9 +38,9 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) $(LAB_ARGS)
 
-# Everything CI checks; ends with pytest's summary line.
-test: setup lint test-notebooks
-	$(BIN)/python -m pytest
+# Everything CI checks: lint, the notebooks and pytest side by side, a time per part; ends with pytest's summary line.
+test: setup
+	$(BIN)/python -m course_tools.test_all --device $(DEVICE)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -1,16 +1,21 @@
 """Hardened grading: no attack earns a point it does not deserve, honest controls keep theirs, and the verdict is
 taken outside the student's kernel (course_tools/grading, tests/attack_corpus)."""
 
+import asyncio
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
 from course_tools.grading import attack_corpus
+from course_tools.grading.sandbox import ROOT_ROUTE, USERNS_ROUTE, Protections, probe
 from course_tools.grading.verdict import compare, judge
+from course_tools.grading.zygote import ALLOW_UNPROTECTED_ENV, DISABLE_ENV, refusal, unprotected_refusal
 from course_tools.release import REPO, nbgrader_env, solution_notebook
 
 BENCHMARK = REPO / "benchmarks" / "autograde_speed.py"
@@ -18,6 +23,9 @@ BENCHMARK = REPO / "benchmarks" / "autograde_speed.py"
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
+    line = unprotected_refusal()
+    if line:  # neither root nor unprivileged user namespaces: grading refuses, as it must (tested below)
+        pytest.skip(line)
     attacks = attack_corpus.load()
     return attacks, attack_corpus.grade(tmp_path_factory.mktemp("attacks"), attacks)
 
@@ -30,7 +38,7 @@ def test_the_corpus_has_every_attack_and_both_controls():
                  "deleted_test_cell", "emptied_test_cell", "stripped_test_cell", "kernel_exit", "endless_loop",
                  "memory_grab", "grader_environment", "forged_huge_number", "unreadable_messages",
                  "unknown_grade_cell", "symlinked_files", "huge_message",
-                 "fill_host_disk"):
+                 "fill_host_disk", "escape_the_jail", "signal_everything"):
         assert name in attacks, name
         assert attacks[name].deserves or name == "output_flood", f"{name} must be set up to gain undeserved points"
 
@@ -49,7 +57,12 @@ def test_results_json_has_one_row_per_student_and_test(graded):
     wrong = next(r for r in rows if r["student"] == "control_wrong" and r["test"] == "test_row_sums")
     assert (wrong["points"], wrong["max"], wrong["passed"]) == (1.5, 2.0, False)
     assert "one row: expected [10.0], got 10.0" in wrong["message"]
-    assert result["results"]["protections"]["off"] == [] or os.geteuid() != 0
+    protections = Protections(**result["results"]["protections"])
+    assert protections.network and protections.filesystem and protections.processes and protections.limits
+    if os.geteuid() == 0:
+        assert protections.route == ROOT_ROUTE and protections.unprivileged_user and protections.off == []
+    else:  # the only protection a user namespace cannot give: a uid of the kernel's own
+        assert protections.route == USERNS_ROUTE and [o.split(":")[0] for o in protections.off] == ["unprivileged_user"]
 
 
 def test_the_gradebook_holds_exactly_one_submission_and_grade_row_each(graded):
@@ -166,28 +179,125 @@ def test_judge_counts_missing_checks_as_failed_and_shows_what_came_instead():
     assert judge(reference, [padded], [])[0] == 0.5
 
 
-def test_without_the_privileged_protections_grading_still_works_and_says_what_is_off(tmp_path):
-    """What a laptop without root gets: resource limits only, and a plain warning naming what is off."""
+def _autograde_the_solution(tmp_path, **env_extra):
     course = attack_corpus.make_course(tmp_path)
     folder = course / "submitted" / "solution" / attack_corpus.ASSIGNMENT
     folder.mkdir(parents=True)
     nbformat.write(solution_notebook(attack_corpus.ASSIGNMENT, course), folder / f"{attack_corpus.ASSIGNMENT}.ipynb")
-    env = dict(nbgrader_env(), PYTHONPATH=str(REPO), TORCHDOCTOR_SANDBOX_DISABLE="all")
+    env = {k: v for k, v in nbgrader_env().items() if k not in (DISABLE_ENV, ALLOW_UNPROTECTED_ENV)}
     proc = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", attack_corpus.ASSIGNMENT], cwd=course,
-                          env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for protection in ("network", "filesystem", "unprivileged_user"):
-        assert f"OFF: {protection}" in proc.stderr
+                          env=dict(env, PYTHONPATH=str(REPO), **env_extra), capture_output=True, text=True)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        grades = gb.find_submission_notebook(attack_corpus.ASSIGNMENT, attack_corpus.ASSIGNMENT, "solution").grades
-        assert sorted((g.name, g.score) for g in grades) == [("test_double", 2.0), ("test_row_sums", 2.0)]
+        try:
+            nb = gb.find_submission_notebook(attack_corpus.ASSIGNMENT, attack_corpus.ASSIGNMENT, "solution")
+            scores = sorted((g.name, g.score) for g in nb.grades)
+        except Exception:  # noqa: BLE001 -- MissingEntry: nothing was graded
+            scores = []
+    return proc, scores
+
+
+def test_without_namespaces_grading_refuses_unless_allowed(tmp_path):
+    """A machine with neither root nor unprivileged user namespaces, simulated: grading stops, saying why."""
+    proc, scores = _autograde_the_solution(tmp_path, **{DISABLE_ENV: "all"})
+    assert proc.returncode != 0
+    assert "Grading refuses to run student code unprotected: network, filesystem, processes isolation" in proc.stderr
+    assert f"{ALLOW_UNPROTECTED_ENV}=1" in proc.stderr
+    assert all(score == 0 for _, score in scores)
+
+
+def test_allowed_unprotected_grading_still_works_and_says_what_is_off(tmp_path):
+    """What the instructor who opted in gets: resource limits only, and a plain warning naming what is off."""
+    proc, scores = _autograde_the_solution(tmp_path, **{DISABLE_ENV: "all", ALLOW_UNPROTECTED_ENV: "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "sandbox protections on: limits\n" in proc.stderr
+    for protection in ("network", "filesystem", "processes", "unprivileged_user"):
+        assert f"OFF: {protection}" in proc.stderr
+    assert scores == [("test_double", 2.0), ("test_row_sums", 2.0)]
+
+
+def test_the_refusal_needs_every_namespaced_protection_and_yields_to_the_opt_in(monkeypatch):
+    monkeypatch.delenv(ALLOW_UNPROTECTED_ENV, raising=False)
+    full = Protections(network=True, filesystem=True, unprivileged_user=False, processes=True, route=USERNS_ROUTE)
+    assert refusal(full) is None
+    no_pid = Protections(network=True, filesystem=True, unprivileged_user=True, processes=False, route=ROOT_ROUTE)
+    assert "unprotected: processes isolation is off" in refusal(no_pid)
+    monkeypatch.setenv(ALLOW_UNPROTECTED_ENV, "1")
+    assert refusal(no_pid) is None
+
+
+def test_without_root_the_user_namespace_route_is_taken_and_disabling_it_turns_everything_off():
+    """As root the kernels' namespaces come from root's privileges; as an ordinary user from a user namespace,
+    where the machine allows one. With that route disabled (a machine that refuses user namespaces), an ordinary
+    user gets no namespaced protection, and each OFF line says why and what it means."""
+    found = probe(frozenset({"user_namespace"}))
+    if os.geteuid() == 0:
+        assert found.route == ROOT_ROUTE and found.network and found.filesystem and found.processes
+        return
+    assert found.route == "none" and not (found.network or found.filesystem or found.processes)
+    assert len(found.off) == 4 and all("user namespaces are disabled by configuration" in o for o in found.off[:3])
+    allowed = probe()
+    if allowed.route == "none":
+        pytest.skip("this machine refuses unprivileged user namespaces: " + allowed.off[0])
+    assert allowed.route == USERNS_ROUTE and allowed.network and allowed.filesystem and allowed.processes
+    assert not allowed.unprivileged_user and "user namespace" in allowed.summary()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            children = [int(c) for c in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
+        except OSError:
+            children = []
+        found += children
+        todo += children
+    return found
+
+
+def test_a_killed_kernel_leaves_no_process_behind(tmp_path):
+    """What a kernel spawned, even detached in a session of its own, dies when the grader kills the kernel: by its
+    PID namespace (as root, by uid too where there is none)."""
+    if unprotected_refusal():
+        pytest.skip(unprotected_refusal())
+    from course_tools.grading.kernel import SandboxedKernelManager
+
+    async def spawn_and_kill() -> list[int]:
+        km = SandboxedKernelManager()
+        await km.start_kernel(cwd=str(tmp_path))
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=120)
+            code = "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True)"
+            await kc.execute_interactive(code, timeout=60)
+            spawned = _descendants(km.provisioner.pid)
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+        return spawned
+
+    spawned = asyncio.run(spawn_and_kill())
+    assert len(spawned) >= 2, spawned  # the kernel and its sleep (the keeper's descendants)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in spawned) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in spawned if _alive(p)]
 
 
 def test_the_benchmark_prints_both_figures_and_the_speed_up():
-    proc = subprocess.run([sys.executable, str(BENCHMARK), "--limit", "1"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(BENCHMARK), "--submissions", "1"], capture_output=True, text=True,
                           env=nbgrader_env(), cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    for figure in ("stock nbgrader autograde", "hardened autograde", "speed-up:", "floor per submission"):
+    for figure in ("stock nbgrader autograde", "hardened autograde", "speed-up:", "notebook execution in a warm kernel",
+                   "fixed cost of the run", "references", "export", "per submission per worker"):
         assert figure in proc.stdout  # the figures themselves are not asserted: timings are not tests
 
 

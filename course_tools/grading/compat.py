@@ -14,6 +14,7 @@ import inspect
 import typing as t
 from importlib.metadata import version
 
+from jupyter_client.client import KernelClient
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 from nbclient import NotebookClient
@@ -36,6 +37,7 @@ RELIED_ON: tuple[tuple[str, type, tuple[str, ...]], ...] = (
                                             "_async_cleanup_resources", "_reconcile_connection_info", "provisioner",
                                             "transport", "ip", "connection_file")),
     ("jupyter_client", LocalProvisioner, ("process", "pid", "pgid", "connection_info")),
+    ("jupyter_client", KernelClient, ("_handle_kernel_info_reply",)),
     ("nbgrader", ExchangeCollect, ("do_copy", "get_size")),
 )
 OVERRIDES = (SandboxedExecute, SandboxedKernelManager, SafeCollect)

@@ -1,20 +1,30 @@
-"""Confine the current process before it runs student code.
+"""Confine a kernel before it runs student code, as root or, without root, through a user namespace.
 
-``confine`` is called in a freshly forked child (see ``zygote``), while it is still root, just before it starts
-the student's kernel. In order it:
+A kernel is two processes, both forked from the zygote (see ``zygote``): a *keeper*, which builds the jail and
+stays outside it, and the *kernel*, its child, which runs student code inside it.
 
-1. unshares the network, mount and IPC namespaces: the only network device left is a loopback that is down,
-   so every connection fails with "Network is unreachable";
-2. builds a new root file system on a tmpfs holding only read-only bind mounts of the system (/usr and the few
-   /etc files the dynamic loader needs), the Python environment, a private /tmp and /dev/shm, the kernel's
-   socket folder, and a fresh size-capped working copy of the submission; then chroots into it, so the course
+The keeper (``enter``):
+
+1. as root, uses its privileges; as an ordinary user, first creates a user namespace of its own (the grading user's
+   uid and gid mapped to themselves, ``setgroups`` denied), which gives it, and only it, the rights over the
+   namespaces it creates next (the "user namespace" route);
+2. unshares the network, mount, IPC and PID namespaces: the only network device left is a loopback that is down,
+   so every connection fails with "Network is unreachable"; the kernel is process 1 of a PID namespace, so it
+   cannot see or signal any process outside it, and everything it spawns dies with it;
+3. builds a new root file system on a tmpfs holding only read-only bind mounts of the system (/usr and the few
+   /etc files the dynamic loader needs), the Python environment and the course's library, a private /tmp and
+   /dev/shm, the kernel's socket folder, and a fresh size-capped working copy of the submission. The course
    folder (source/, the gradebook, other submissions) simply does not exist there;
-3. sets resource limits (address space, CPU seconds, processes, file size, open files, no core dumps);
-4. drops to a uid of its own (no supplementary groups, ``no_new_privs``), so it cannot signal other kernels or
-   regain root through a setuid binary.
+4. once the kernel has bound its sockets (``seal``), remounts the socket folder read-only for it, so student code
+   cannot write to the one folder it shares with the grader.
 
-Steps that need privileges the machine does not give (no root: a laptop) are skipped; ``probe`` says which,
-and grading reports them as off. Resource limits need no privilege and are always on.
+The kernel (``confine``) then chroots into that root, sets resource limits (address space, CPU seconds, processes,
+file size, open files, no core dumps), drops its privileges and sets ``no_new_privs``: as root, it becomes a uid of
+its own without groups; in a user namespace it keeps the grading user's uid but drops every capability, so it
+can neither leave the chroot nor create a namespace (a chrooted process may not), nor undo a read-only mount.
+
+``probe`` finds out which route this machine allows, and which protections each gives; grading reports the ones
+that are off. Resource limits need no privilege and are always on.
 """
 
 from __future__ import annotations
@@ -23,18 +33,32 @@ import ctypes
 import ctypes.util
 import importlib.util
 import os
+import re
 import resource
 import shutil
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWIPC = 0x08000000
-CLONE_NEWNET = 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = (0x00020000, 0x08000000, 0x10000000,
+                                                                     0x20000000, 0x40000000)
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (1, 2, 4, 8, 32, 4096, 16384,
+                                                                                     1 << 18)
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 38, 47, 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
 MNT_DETACH = 2
+
+ROOT_ROUTE, USERNS_ROUTE, NO_ROUTE = "root", "user namespace", "none"
+# The protections a namespace gives; "unprivileged_user" (a uid of the kernel's own) needs the root route.
+NAMESPACED = ("network", "filesystem", "processes")
+CONSEQUENCES = {
+    "network": "student code can use the network",
+    "filesystem": "student code can read and write every file the grading user can (source/ and the gradebook "
+                  "included)",
+    "processes": "student code can see and signal the grading user's processes, and what it spawns can outlive "
+                 "its kernel",
+}
 
 # The dynamic loader and a few libraries read these; nothing else of /etc is shown to student code.
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "nsswitch.conf", "passwd", "group")
@@ -60,18 +84,27 @@ class Limits:
 
 @dataclass(frozen=True)
 class Protections:
-    """Which protections a kernel gets on this machine; ``off`` explains each missing one."""
+    """Which protections a kernel gets on this machine, through which ``route`` (``ROOT_ROUTE``,
+    ``USERNS_ROUTE`` or ``NO_ROUTE``); ``off`` explains each missing one."""
 
     network: bool
     filesystem: bool
     unprivileged_user: bool
+    processes: bool = False
     limits: bool = True
+    route: str = NO_ROUTE
     off: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        on = [name for name in ("network", "filesystem", "unprivileged_user", "limits") if getattr(self, name)]
-        text = f"sandbox protections on: {', '.join(on) or 'none'}"
+        names = ("network", "filesystem", "processes", "unprivileged_user", "limits")
+        on = [name for name in names if getattr(self, name)]
+        how = {ROOT_ROUTE: " (as root)", USERNS_ROUTE: " (through an unprivileged user namespace)"}.get(self.route, "")
+        text = f"sandbox protections on: {', '.join(on) or 'none'}{how}"
         return text + "".join(f"\n  OFF: {reason}" for reason in self.off)
+
+    @property
+    def namespaced(self) -> bool:
+        return self.route != NO_ROUTE
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -102,6 +135,27 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
                        data.encode() if data else None), f"mount {source} on {target}")
 
 
+def _mount_points_under(path: str) -> list[str]:
+    """``path`` and every mount point below it, in this mount namespace (a recursive bind brings submounts)."""
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4])
+        if point == path or point.startswith(path.rstrip("/") + "/"):
+            points.append(point)
+    return points
+
+
+def _remount(path: str, writable: bool) -> None:
+    """Make the bind mount at ``path`` and every mount below it nosuid (and read-only unless ``writable``).
+
+    In a user namespace the flags a mount came with from the host (nodev, noexec) are locked: a remount that
+    leaves one out fails with EPERM, so each mount's own flags are kept. Read-only mounts get nodev too."""
+    for point in _mount_points_under(path):
+        kept = os.statvfs(point).f_flag & (os.ST_NODEV | os.ST_NOEXEC)
+        flags = MS_REMOUNT | MS_BIND | MS_NOSUID | kept | (0 if writable else MS_RDONLY | MS_NODEV)
+        _mount("none", point, None, flags)
+
+
 def _bind(source: str, root: str, target: str | None = None, writable: bool = False) -> None:
     """Bind ``source`` at the same path (or ``target``) inside ``root``, read-only unless ``writable``."""
     inside = Path(root + (target or source))
@@ -111,8 +165,7 @@ def _bind(source: str, root: str, target: str | None = None, writable: bool = Fa
         inside.parent.mkdir(parents=True, exist_ok=True)
         inside.touch()
     _mount(source, str(inside), None, MS_BIND | MS_REC)
-    flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (0 if writable else MS_RDONLY)
-    _mount("none", str(inside), None, flags)
+    _remount(str(inside), writable)
 
 
 def python_paths() -> list[str]:
@@ -163,9 +216,8 @@ SOCKETS_MB = 1  # the sockets folder: connection file, sockets, the kernel's log
 
 
 def mount_sockets_folder(path: str) -> None:
-    """Mount a small tmpfs on a kernel's sockets folder, in the grader's own mount namespace, before the kernel
-    starts. The folder is shared with the kernel and writable by it: on the host's /tmp, student code could fill
-    the grader's disk there, file after file (each capped by RLIMIT_FSIZE only)."""
+    """Mount a small tmpfs on a kernel's sockets folder, in the grader's own mount namespace (root only), before
+    the kernel starts: the kernel's log goes there too, and its writes, however many, stay within 1 MB."""
     _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={SOCKETS_MB}m,nr_inodes=64,mode=0755")
 
 
@@ -180,9 +232,52 @@ def _chown_tree(path: str, uid: int) -> None:
             os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
 
 
-def set_limits(limits: Limits, own_uid: bool) -> None:
-    """Resource limits. The process limit counts every process of the uid, so it is only set for a kernel with a
-    uid of its own: for the grading user's uid it would count the user's other processes too."""
+def _enter_user_namespace() -> None:
+    """A user namespace in which this process keeps its uid and gid, with every capability over the namespaces
+    it creates next (and none over anything else)."""
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc.unshare(CLONE_NEWUSER), "unshare(user namespace)")
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+
+
+def _unshare(protections: Protections) -> None:
+    if protections.route == USERNS_ROUTE:
+        _enter_user_namespace()
+    flags = ((CLONE_NEWNET if protections.network else 0) | (CLONE_NEWPID if protections.processes else 0)
+             | (CLONE_NEWNS | CLONE_NEWIPC if protections.filesystem else 0))
+    if flags:
+        _check(_libc.unshare(flags), "unshare")
+
+
+def enter(jail: Jail, protections: Protections) -> None:
+    """In the keeper: the namespaces, and the kernel's root file system (mounted at ``jail.root``). The keeper's
+    next child, the kernel, is the first process of its PID namespace."""
+    if hasattr(_libc, "prctl"):
+        _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # the zygote gone, the keeper goes, and its kernel with it
+    if not protections.namespaced:
+        return
+    _unshare(protections)
+    if protections.filesystem:
+        _mount("none", "/", None, MS_REC | MS_PRIVATE)
+        _build_root(jail)
+        if protections.unprivileged_user:
+            _chown_tree(jail.root + jail.workdir, jail.uid)
+            _chown_tree(jail.sockets, jail.uid)
+
+
+def seal(jail: Jail, protections: Protections) -> None:
+    """In the keeper, once the kernel has bound its sockets: the socket folder becomes read-only for the kernel
+    (the grader, outside its mount namespace, still reads and connects there)."""
+    if protections.filesystem:
+        _remount(jail.root + jail.sockets, writable=False)
+
+
+def set_limits(limits: Limits, counted_per_kernel: bool) -> None:
+    """Resource limits. The process limit counts the processes of the uid (in its user namespace), so it is only
+    set where that is the kernel's alone: its own uid, or its own user namespace; for the grading user's uid it
+    would count the user's other processes too."""
     mb = 1024 * 1024
     settings = [
         (resource.RLIMIT_AS, limits.memory_mb * mb),
@@ -191,37 +286,50 @@ def set_limits(limits: Limits, own_uid: bool) -> None:
         (resource.RLIMIT_NOFILE, limits.open_files),
         (resource.RLIMIT_CORE, 0),
     ]
-    if own_uid:
+    if counted_per_kernel:
         settings.append((resource.RLIMIT_NPROC, limits.processes))
     for which, value in settings:
         resource.setrlimit(which, (value, value))
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """Drop every capability this process holds (in its user namespace): effective, permitted, inheritable,
+    ambient and the bounding set, so no later execve (a setuid binary, a uid-0 mapping) brings one back."""
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such cap
+            _check(-1, f"prctl(PR_CAPBSET_DROP, {cap})")
+    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
+    _check(_libc.capset(ctypes.byref(_CapHeader(LINUX_CAPABILITY_VERSION_3, 0)), (_CapData * 2)()), "capset")
+
+
 def confine(jail: Jail, protections: Protections) -> str:
-    """Confine this process as ``protections`` allow; return the working directory to run in."""
+    """In the kernel, a child of the keeper: into the jail, limits, no privileges. The working directory to run in."""
     linux = hasattr(_libc, "prctl")
     if linux:
-        _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+        _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # the keeper killed, the kernel (and its PID namespace) dies
+    os.setsid()  # its own process group: kill(0, ...) reaches no process outside the kernel
     workdir = jail.stage
-    if protections.network or protections.filesystem:
-        flags = (CLONE_NEWNET if protections.network else 0) | (CLONE_NEWNS | CLONE_NEWIPC
-                                                                 if protections.filesystem else 0)
-        _check(_libc.unshare(flags), "unshare")
     if protections.filesystem:
-        _mount("none", "/", None, MS_REC | MS_PRIVATE)
-        _build_root(jail)
-        if protections.unprivileged_user:
-            _chown_tree(jail.root + jail.workdir, jail.uid)
-            _chown_tree(jail.sockets, jail.uid)
         os.chroot(jail.root)
         workdir = jail.workdir
     os.chdir(workdir)
-    set_limits(jail.limits, own_uid=protections.unprivileged_user)
+    set_limits(jail.limits, counted_per_kernel=protections.namespaced)
     if protections.unprivileged_user:
         os.setgroups([])
         os.setresgid(jail.uid, jail.uid, jail.uid)
         os.setresuid(jail.uid, jail.uid, jail.uid)
+    elif protections.namespaced:  # the keeper's rights over the namespaces (or root's): none of them in the jail
+        drop_capabilities()
     if linux:
+        _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # again: the uid change above cleared it (prctl(2))
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
     os.environ.update(HOME=workdir, USER="student", LOGNAME="student")
     if protections.filesystem:
@@ -229,27 +337,64 @@ def confine(jail: Jail, protections: Protections) -> str:
     return workdir
 
 
+def _attempt(name: str, route: str, scratch: str) -> None:
+    """In a throwaway child: what the keeper and its kernel do for protection ``name`` through ``route``."""
+    _unshare(Protections(network=name == "network", filesystem=name == "filesystem", unprivileged_user=False,
+                         processes=name == "processes", route=route))
+    if name == "filesystem":
+        _mount("none", "/", None, MS_REC | MS_PRIVATE)
+        _mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+        _bind("/usr", scratch)
+        os.chroot(scratch)
+    if name == "processes" and not _try_in_child(lambda: os.getpid() == 1 or _check(-1, "PID namespace")):
+        raise OSError("no PID namespace")
+
+
 def probe(disabled: frozenset[str] = frozenset()) -> Protections:
-    """Find out, in a throwaway child, which protections this machine allows. ``disabled`` turns protections off
-    on purpose (a test of the degraded mode, or ``TORCHDOCTOR_SANDBOX_DISABLE``)."""
-    off = [f"{name}: disabled by configuration" for name in sorted(disabled)]
+    """Find out, in throwaway children, which protections this machine allows and through which route: as root,
+    its privileges; else an unprivileged user namespace. ``disabled`` turns protections (or the ``user_namespace``
+    route) off on purpose: a test of the degraded mode, or ``TORCHDOCTOR_SANDBOX_DISABLE``."""
+    off = [f"{name}: disabled by configuration" for name in sorted(disabled) if name != "user_namespace"]
     if not sys.platform.startswith("linux"):
         return Protections(network=False, filesystem=False, unprivileged_user=False,
-                           off=[f"network, filesystem, unprivileged_user: need Linux, this is {sys.platform}"])
+                           off=[f"network, filesystem, processes, unprivileged_user: need Linux, this is "
+                                f"{sys.platform}"])
     root = os.geteuid() == 0
-    network = "network" not in disabled and _try_in_child(lambda: _check(_libc.unshare(CLONE_NEWNET), "unshare"))
-    if not network and "network" not in disabled:
-        off.append("network: cannot unshare a network namespace (needs root); student code can use the network")
-    filesystem = "filesystem" not in disabled and _try_in_child(
-        lambda: (_check(_libc.unshare(CLONE_NEWNS), "unshare"), _mount("none", "/", None, MS_REC | MS_PRIVATE)))
-    if not filesystem and "filesystem" not in disabled:
-        off.append("filesystem: cannot unshare a mount namespace (needs root); student code can read every file "
-                   "this user can (the course's source/ and gradebook included)")
-    unprivileged = "unprivileged_user" not in disabled and root
-    if not unprivileged and "unprivileged_user" not in disabled:
-        off.append("unprivileged_user: grading does not run as root, so kernels run as the grading user "
-                   "(and without a process-count limit)")
-    return Protections(network=network, filesystem=filesystem, unprivileged_user=unprivileged, off=off)
+    routes = [r for r, allowed in ((ROOT_ROUTE, root), (USERNS_ROUTE, "user_namespace" not in disabled)) if allowed]
+    wanted = [name for name in NAMESPACED if name not in disabled]
+    route, works = NO_ROUTE, dict.fromkeys(NAMESPACED, False)
+    scratch = tempfile.mkdtemp(prefix="tdprobe-")
+    try:
+        for candidate in routes:
+            found = {n: n in wanted and _try_in_child(lambda n=n, r=candidate: _attempt(n, r, scratch))
+                     for n in NAMESPACED}
+            if any(found.values()) and sum(found.values()) > sum(works.values()):
+                route, works = candidate, found
+            if all(works[n] for n in wanted):
+                break
+    finally:
+        os.rmdir(scratch)
+    if root:
+        why = "grading runs as root but cannot create this namespace (a container without CAP_SYS_ADMIN?)"
+    else:
+        why = "grading does not run as root"
+    if "user_namespace" in disabled:
+        why += ", and user namespaces are disabled by configuration"
+    else:
+        why += (", and this machine refuses unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone, "
+                "user.max_user_namespaces, or an AppArmor/SELinux restriction)")
+    off += [f"{name}: {why}; {CONSEQUENCES[name]}" for name in wanted if not works[name]]
+    unprivileged = route == ROOT_ROUTE and "unprivileged_user" not in disabled
+    if "unprivileged_user" not in disabled and not unprivileged:
+        if route == USERNS_ROUTE:
+            off.append("unprivileged_user: grading does not run as root, so kernels keep the grading user's uid "
+                       "(in a user namespace of their own, without any capability); the course folder stays out of "
+                       "their mount namespace, and the grader's processes out of their PID namespace")
+        else:
+            off.append("unprivileged_user: kernels run as the grading user, with all of its rights (and without a "
+                       "process-count limit)")
+    return Protections(network=works["network"], filesystem=works["filesystem"], unprivileged_user=unprivileged,
+                       processes=works["processes"], route=route, off=off)
 
 
 def _try_in_child(step) -> bool:

@@ -4,13 +4,16 @@ Starting a Python kernel and importing torch costs seconds; forking a process th
 milliseconds. The zygote imports torch and ipykernel once, finds out which protections the machine allows
 (``sandbox.probe``), then serves requests, one JSON line each on stdin, answered on stdout:
 
-- ``{"jail": {...}, "connection_file": path}``: fork; the child confines itself (``sandbox.confine``) and runs
-  an IPython kernel on that connection file. Answer: ``{"pid": pid}``.
-- ``{"reap": uid}``: kill every process left running as that kernel uid (what a student's code may have
-  spawned and detached). Answer: ``{"reaped": uid}``.
+- ``{"jail": {...}, "connection_file": path}``: fork a keeper, which builds the kernel's namespaces and jail
+  (``sandbox.enter``) and forks the kernel: it confines itself (``sandbox.confine``) and runs an IPython kernel on
+  that connection file. Answer: ``{"pid": pid}``, the keeper's pid: the keeper lives as long as its kernel, and
+  killing it kills the kernel and, through the PID namespace, everything the kernel spawned.
+- ``{"reap": uid}``: kill every process left running as that kernel uid (as root, kernels without a PID namespace
+  of their own could leave some behind). Answer: ``{"reaped": uid}``.
 
 The zygote never runs student code itself and holds no thread when it forks. It exits when its stdin closes,
-and its kernels die with it (``PR_SET_PDEATHSIG``). ``Zygote`` is the grader's side of that pipe.
+and its kernels die with it (``PR_SET_PDEATHSIG``). ``Zygote`` is the grader's side of that pipe; it refuses to
+start a kernel without the namespaced protections unless the instructor allowed it (``ALLOW_UNPROTECTED_ENV``).
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ import sys
 import threading
 from pathlib import Path
 
-from course_tools.grading.sandbox import Jail, Limits, Protections, probe
+from course_tools.grading.sandbox import NAMESPACED, Jail, Limits, Protections, probe
 
 REPO = Path(__file__).resolve().parents[2]
 DISABLE_ENV = "TORCHDOCTOR_SANDBOX_DISABLE"  # comma-separated protections to turn off, or "all"
+ALLOW_UNPROTECTED_ENV = "TORCHDOCTOR_ALLOW_UNPROTECTED"  # "1": grade even without network/filesystem/processes
 PREWARM_ENV = "TORCHDOCTOR_PREWARM"  # set: start the zygote as soon as nbgrader loads its configuration
-PROTECTION_NAMES = ("network", "filesystem", "unprivileged_user")
+# What DISABLE_ENV can name: the protections, and the unprivileged route (as if this machine refused user namespaces)
+PROTECTION_NAMES = ("network", "filesystem", "processes", "unprivileged_user", "user_namespace")
 # The only variables of the grader's environment the zygote (and so every kernel it forks) gets: a kernel's
 # student code reads its whole memory, and prints land in the feedback, so the grader's tokens and credentials
 # (JUPYTERHUB_API_TOKEN, cloud keys, ...) must never be in it, not even in the process's initial environment block.
@@ -43,9 +48,10 @@ def kernel_environment(environ: dict[str, str]) -> dict[str, str]:
     return {**kept, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), environ.get("PYTHONPATH")]))}
 
 
-def _run_kernel(jail: Jail, protections: Protections, connection_file: str) -> None:
-    """In the forked child: confine, then serve the kernel until it is shut down or killed."""
-    from course_tools.grading.sandbox import confine
+def _run_kernel(jail: Jail, protections: Protections, connection_file: str) -> int:
+    """In the forked keeper: build the jail, fork the kernel, make the socket folder read-only for it once it has
+    bound its sockets, and wait for it; its exit status."""
+    from course_tools.grading.sandbox import enter, seal
 
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -55,6 +61,36 @@ def _run_kernel(jail: Jail, protections: Protections, connection_file: str) -> N
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.closerange(3, 1024)
+    enter(jail, protections)
+    bound_r, bound_w = os.pipe()
+    sealed_r, sealed_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(bound_r)
+        os.close(sealed_w)
+        code = 0
+        try:
+            _serve_kernel(jail, protections, connection_file, bound_w, sealed_r)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            code = 70
+        os._exit(code)
+    os.close(bound_w)
+    os.close(sealed_r)
+    signal.signal(signal.SIGINT, lambda *_: os.kill(pid, signal.SIGINT))  # jupyter's interrupt, for the kernel
+    if os.read(bound_r, 1):
+        seal(jail, protections)
+        os.write(sealed_w, b"1")
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _serve_kernel(jail: Jail, protections: Protections, connection_file: str, bound: int, sealed: int) -> None:
+    """In the kernel: confine, bind the sockets, wait for the keeper to seal them, serve until shut down or killed."""
+    from course_tools.grading.sandbox import confine
+
     workdir = confine(jail, protections)
     if jail.torch_threads:
         import torch
@@ -66,6 +102,11 @@ def _run_kernel(jail: Jail, protections: Protections, connection_file: str) -> N
     app = IPKernelApp.instance()
     app.initialize(["-f", connection_file, "--HistoryManager.hist_file=:memory:", f"--IPKernelApp.cwd={workdir}",
                     "--InteractiveShell.xmode=Plain"])
+    os.write(bound, b"1")
+    os.close(bound)
+    if os.read(sealed, 1) != b"1":  # the keeper is gone
+        raise RuntimeError("the kernel's keeper did not seal its socket folder")
+    os.close(sealed)
     app.start()
 
 
@@ -87,6 +128,22 @@ def machine_protections() -> Protections:
     requested = os.environ.get(DISABLE_ENV, "")
     disabled = frozenset(PROTECTION_NAMES if requested == "all" else filter(None, requested.split(",")))
     return probe(disabled)
+
+
+def refusal(protections: Protections) -> str | None:
+    """The one line that says why kernels may not start here, or None: a protection that namespaces give is off
+    (no root, and no unprivileged user namespaces), and the instructor did not allow grading unprotected."""
+    missing = [name for name in NAMESPACED if not getattr(protections, name)]
+    if not missing or os.environ.get(ALLOW_UNPROTECTED_ENV) == "1":
+        return None
+    return (f"Grading refuses to run student code unprotected: {', '.join(missing)} isolation is off here (it needs "
+            f"root or unprivileged user namespaces; see README 'Without root'). Enable user namespaces or grade as "
+            f"root, or set {ALLOW_UNPROTECTED_ENV}=1 to grade anyway (trusted submissions only).")
+
+
+def unprotected_refusal() -> str | None:
+    """``refusal`` for this machine, found without starting the zygote: the check grading makes before it starts."""
+    return refusal(machine_protections())
 
 
 def serve() -> None:
@@ -115,7 +172,7 @@ def serve() -> None:
         if pid == 0:
             code = 0
             try:
-                _run_kernel(jail, protections, request["connection_file"])
+                code = _run_kernel(jail, protections, request["connection_file"]) & 0xFF
             except BaseException:
                 import traceback
 
@@ -158,15 +215,18 @@ class Zygote:
             return self._protections
 
     def spawn(self, jail: Jail, connection_file: str) -> int:
-        """Fork a confined kernel; its pid."""
-        self.protections  # noqa: B018 -- wait until the zygote is ready
+        """Fork a confined kernel; its keeper's pid. RuntimeError (``refusal``) where kernels would be unprotected."""
+        line = refusal(self.protections)  # waits until the zygote is ready
+        if line:
+            raise RuntimeError(line)
         jail_dict = {**jail.__dict__, "limits": jail.limits.__dict__}
         with self._lock:
             return int(self._request({"jail": jail_dict, "connection_file": connection_file})["pid"])
 
     def reap(self, uid: int) -> None:
-        """Kill whatever the kernel that ran as ``uid`` left behind."""
-        if self.protections.unprivileged_user:
+        """Kill whatever the kernel that ran as ``uid`` left behind; nothing to do where kernels have a PID namespace
+        of their own (what they spawn dies with them)."""
+        if self.protections.unprivileged_user and not self.protections.processes:
             with self._lock:
                 self._request({"reap": uid})
 

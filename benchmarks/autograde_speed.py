@@ -1,31 +1,42 @@
 """Stock ``nbgrader autograde`` against the course's hardened parallel autograde, side by side, same submissions.
 
-Builds two scratch copies of the course with the same submissions (the grading corpus of an assignment, repeated
-``--copies`` times): one configured as stock nbgrader (no confinement, verdicts inside the student's kernel), one
-with the course's configuration (confined kernels from a zygote, verdicts outside, ``--workers`` in parallel).
-Times ``autograde`` + ``export`` in each, and the floor of one submission: ``import torch`` plus the notebook's own
-compute, run in a fresh plain Python process. Prints the figures; asserts nothing.
+Builds two scratch copies of the course with the same ``--submissions`` (the assignment's grading corpus, cycled
+through until there are that many): one configured as stock nbgrader (no confinement, verdicts inside the
+student's kernel), one with the course's configuration (confined kernels from a zygote, verdicts outside,
+``--workers`` in parallel). Times ``autograde`` + ``export`` in each, and prints, beside the speed-up:
 
-Usage: python benchmarks/autograde_speed.py [--assignment hw1_dimensions] [--copies 1] [--workers N] [--limit N]
+- what one submission costs a hardened worker, against the notebook's own execution time in a warm kernel (the
+  source notebook run in a kernel forked from a zygote: torch already imported);
+- the fixed cost of a hardened run, part by part: the workers' start-up (nbgrader and the zygote, side by side),
+  the reference run, the checks after grading, and ``nbgrader export``.
+
+Timings on a shared machine are noisy: the load average before and after is printed too. Asserts nothing.
+
+Usage: python benchmarks/autograde_speed.py [--assignment hw1_dimensions] [--submissions 32] [--workers N]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import nbformat  # noqa: E402
+from traitlets.config import Config  # noqa: E402
 
 from course_tools.grading import autograde  # noqa: E402
+from course_tools.grading.execute import SandboxedExecute  # noqa: E402
+from course_tools.grading.zygote import shared_zygote  # noqa: E402
 from course_tools.grading_corpus import build_notebook, load_corpus  # noqa: E402
 from course_tools.release import COURSE, nbgrader, solution_notebook  # noqa: E402
 
@@ -39,24 +50,10 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 c.ExecutePreprocessor.timeout = 300
 '''
 
-FLOOR = '''
-import sys, time
-start = time.perf_counter()
-import torch
-from IPython.display import display
-imported = time.perf_counter()
-import nbformat
-cells = [c.source for c in nbformat.read(sys.argv[1], as_version=4).cells
-         if c.cell_type == "code" and "raises-exception" not in c.metadata.get("tags", [])]
-begin = time.perf_counter()
-namespace = {"display": display}
-for source in cells:
-    exec(compile(source, "cell", "exec"), namespace)
-print(imported - start, time.perf_counter() - begin)
-'''
+IMPORT_TORCH = "import time; start = time.perf_counter(); import torch; print(time.perf_counter() - start)"
 
 
-def make_course(root: Path, assignment: str, config: str, copies: int, limit: int | None) -> tuple[Path, int]:
+def make_course(root: Path, assignment: str, config: str, submissions: int) -> Path:
     course = root / "course"
     course.mkdir(parents=True)
     (course / "nbgrader_config.py").write_text(config)
@@ -65,56 +62,89 @@ def make_course(root: Path, assignment: str, config: str, copies: int, limit: in
     name = f"{assignment}.ipynb"
     bases = {"release": nbformat.read(course / "release" / assignment / name, as_version=4),
              "solution": solution_notebook(assignment)}
-    count = 0
-    for copy in range(copies):
-        for submission in load_corpus(assignment)[:limit]:
-            folder = course / "submitted" / f"{submission.name}-{copy}" / assignment
-            folder.mkdir(parents=True)
-            nbformat.write(build_notebook(submission, bases), folder / name)
-            count += 1
-    return course, count
+    corpus = itertools.cycle(load_corpus(assignment))
+    for i in range(submissions):
+        submission = next(corpus)
+        folder = course / "submitted" / f"{submission.name}-{i}" / assignment
+        folder.mkdir(parents=True)
+        nbformat.write(build_notebook(submission, bases), folder / name)
+    return course
 
 
-def timed(step) -> float:
-    start = time.perf_counter()
-    step()
-    return time.perf_counter() - start
+def cell_seconds(cell: nbformat.NotebookNode) -> float:
+    """How long a cell ran in its kernel, from nbclient's timing metadata."""
+    timing = cell.metadata.get("execution", {})
+    if "iopub.execute_input" not in timing or "shell.execute_reply" not in timing:
+        return 0.0
+    started, ended = (datetime.fromisoformat(timing[k].replace("Z", "+00:00"))
+                      for k in ("iopub.execute_input", "shell.execute_reply"))
+    return (ended - started).total_seconds()
+
+
+def warm_kernel_run(source: Path, assignment: str, scratch: Path) -> tuple[float, float, float]:
+    """Start a zygote, then run the source notebook twice in kernels forked from it: the zygote's start-up, and the
+    faster run's execution time (its cells' time in the kernel) and slowest cell."""
+    started = time.perf_counter()
+    shared_zygote().protections  # noqa: B018 -- waits until it is ready
+    zygote_s = time.perf_counter() - started
+    runs = []
+    for _ in range(2):
+        nb = nbformat.read(source, as_version=4)
+        SandboxedExecute(config=Config()).preprocess(nb, {"metadata": {"path": str(scratch)},
+                                                          "nbgrader": {"assignment": assignment}})
+        seconds = [cell_seconds(c) for c in nb.cells if c.cell_type == "code"]
+        runs.append((sum(seconds), max(seconds)))
+    shared_zygote().close()
+    return zygote_s, *min(runs)
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--assignment", default="hw1_dimensions")
-    parser.add_argument("--copies", type=int, default=1, help="times the corpus is submitted")
+    parser.add_argument("--submissions", type=int, default=32, help="how many (the corpus, cycled)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--limit", type=int, help="only the first LIMIT submissions of the corpus (a smoke test)")
     args = parser.parse_args(argv)
+    load_before = load()
+    source = COURSE / "source" / args.assignment / f"{args.assignment}.ipynb"
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
-        stock, n = make_course(Path(scratch, "stock"), args.assignment, STOCK_CONFIG, args.copies, args.limit)
-        ours, _ = make_course(Path(scratch, "ours"), args.assignment, (COURSE / "nbgrader_config.py").read_text(),
-                              args.copies, args.limit)
-        source = COURSE / "source" / args.assignment / f"{args.assignment}.ipynb"
-        floor = subprocess.run([sys.executable, "-c", FLOOR, str(source)], capture_output=True, text=True,
-                               check=True, cwd=scratch).stdout.split()
-        import_s, compute_s = float(floor[-2]), float(floor[-1])
+        n = args.submissions
+        stock = make_course(Path(scratch, "stock"), args.assignment, STOCK_CONFIG, n)
+        ours = make_course(Path(scratch, "ours"), args.assignment, (COURSE / "nbgrader_config.py").read_text(), n)
+        import_s = float(subprocess.run([sys.executable, "-c", IMPORT_TORCH], capture_output=True, text=True,
+                                        check=True, cwd=scratch).stdout)
+        zygote_s, execution_s, slowest_s = warm_kernel_run(source, args.assignment, Path(scratch))
 
-        def run_stock() -> None:
-            nbgrader("autograde", args.assignment, "--force", course=stock)
-            nbgrader("export", course=stock)
+        started = time.perf_counter()
+        nbgrader("autograde", args.assignment, "--force", course=stock)
+        nbgrader("export", course=stock)
+        stock_s = time.perf_counter() - started
 
-        stock_s = timed(run_stock)
-        ours_s = timed(lambda: autograde.main([args.assignment, "--course", str(ours), "--force",
-                                               "--workers", str(args.workers)]))
-    per_stock, per_ours = stock_s / n, ours_s / n
-    floor_s = import_s + compute_s
-    print(f"\n{n} submissions of {args.assignment}, {os.cpu_count()} cores")
-    print(f"floor per submission (import torch {import_s:.2f} s + notebook compute {compute_s:.2f} s): {floor_s:.2f} s")
-    print(f"stock nbgrader autograde + export:    {stock_s:6.1f} s  {per_stock:.2f} s per submission "
+        started = time.perf_counter()
+        batch = autograde.run([args.assignment, "--course", str(ours), "--force", "--workers", str(args.workers)])
+        ours_s = time.perf_counter() - started
+    if batch.status != 0 or args.assignment not in batch.timings:
+        print(f"the hardened run failed (status {batch.status})")
+        return 1
+    spent = batch.timings[args.assignment]
+    fixed_s = spent.startup + spent.references + spent.checks + batch.export_seconds
+    print(f"\n{n} submissions of {args.assignment}, {os.cpu_count()} cores, load average {load_before} before and "
+          f"{load()} after")
+    print(f"notebook execution in a warm kernel: {execution_s:.2f} s (slowest cell {slowest_s:.2f} s); "
+          f"import torch in a new process: {import_s:.2f} s")
+    print(f"stock nbgrader autograde + export:    {stock_s:6.1f} s  {stock_s / n:.2f} s per submission "
           f"({n / stock_s * 60:.0f} per minute)")
-    print(f"hardened autograde, {args.workers} workers, isolated: {ours_s:6.1f} s  {per_ours:.2f} s per submission "
+    print(f"hardened autograde, {spent.workers} workers, isolated: {ours_s:6.1f} s  {ours_s / n:.2f} s per submission "
           f"({n / ours_s * 60:.0f} per minute)")
     print(f"speed-up: {stock_s / ours_s:.1f}x")
-    print(f"hardened, per submission per worker: {per_ours * args.workers:.2f} s "
-          f"({per_ours * args.workers - floor_s:+.2f} s against the floor)")
+    print(f"fixed cost of the run: {fixed_s:.1f} s = start-up {spent.startup:.1f} s (nbgrader and the zygote side by "
+          f"side; a zygote alone takes {zygote_s:.1f} s) + references {spent.references:.1f} s + checks "
+          f"{spent.checks:.1f} s + export {batch.export_seconds:.1f} s")
+    print(f"per submission per worker: {spent.per_submission:.2f} s against {execution_s:.2f} s of notebook execution "
+          f"({spent.per_submission - execution_s:+.2f} s: kernel start and stop, nbgrader's own steps)")
     return 0
 
 

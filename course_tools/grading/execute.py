@@ -12,11 +12,23 @@ Output is capped per cell (``max_output_bytes``): a flood of prints cannot exhau
 notebook gets ``notebook_timeout`` seconds (re-runs included): without it, cells that each stay just under the cell
 timeout would hold the grading worker, and the submissions queued behind it, as long as the student liked. Cells
 left when it is spent are marked as not run.
+
+Limits can differ per assignment (``assignment_limits``, keyed by assignment id, set in the course's
+nbgrader_config.py): a homework that needs seconds gets a cell timeout of seconds, so an endless loop holds a
+worker that long and no longer, while a training assignment gets minutes and more memory. What an assignment leaves
+out comes from the global settings (``ExecutePreprocessor.timeout``, ``notebook_timeout``,
+``SandboxedKernelManager.memory_mb`` and ``.cpu_seconds``). The reference run of an assignment gets its limits too.
+
+When ``TIMINGS_ENV`` names a file, each notebook appends one JSON line to it (process, assignment, student, when it
+started and ended, how long it waited for the zygote): ``course_tools.grading.autograde`` reports where a batch's
+time went from them.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import os
 import time
 import typing as t
 
@@ -25,14 +37,23 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
-from traitlets import Int, default
+from traitlets import Dict, Int, TraitError, default, validate
 
 from course_tools.grading.kernel import SandboxedKernelManager
 from course_tools.grading.zygote import shared_zygote
 
+TIMINGS_ENV = "TORCHDOCTOR_TIMINGS"
+# What ``assignment_limits`` may set per assignment, and which object each one configures.
+EXECUTE_LIMITS = ("timeout", "notebook_timeout")
+KERNEL_LIMITS = ("memory_mb", "cpu_seconds")
+
 
 class CellTimeout(Exception):
     """A cell ran past the timeout; its kernel is killed rather than interrupted."""
+
+    def __init__(self, seconds: int) -> None:
+        super().__init__(f"no reply in {seconds} s")
+        self.seconds = seconds
 
 
 def kernel_error(ename: str, message: str) -> NotebookNode:
@@ -42,13 +63,24 @@ def kernel_error(ename: str, message: str) -> NotebookNode:
 _reported = False
 
 
-def _report_protections(log: t.Any) -> None:
-    """Log, once per process, which protections the kernels get (a warning when some are off)."""
+def _report_protections(log: t.Any) -> float:
+    """Log, once per process, which protections the kernels get (a warning when some are off); the seconds spent
+    waiting for the zygote to be ready."""
     global _reported
-    if not _reported:
-        protections = shared_zygote().protections
-        (log.warning if protections.off else log.info)(protections.summary())
-        _reported = True
+    if _reported:
+        return 0.0
+    started = time.monotonic()
+    protections = shared_zygote().protections
+    (log.warning if protections.off else log.info)(protections.summary())
+    _reported = True
+    return time.monotonic() - started
+
+
+def _record_timing(**event: t.Any) -> None:
+    path = os.environ.get(TIMINGS_ENV)
+    if path:
+        with open(path, "a") as out:  # one short line per write: appends from several workers do not interleave
+            out.write(json.dumps(event) + "\n")
 
 
 class SandboxedExecute(Execute):
@@ -58,6 +90,31 @@ class SandboxedExecute(Execute):
     max_output_bytes = Int(1_000_000, help="Output kept per cell; the rest is dropped.").tag(config=True)
     notebook_timeout = Int(1800, help="Seconds the whole notebook may run, re-runs after a kernel death included; "
                            "the cells left when they are spent are not run.").tag(config=True)
+    assignment_limits = Dict(
+        value_trait=Dict(value_trait=Int()),
+        help="Limits per assignment id, each a dict of any of: timeout (seconds per cell), notebook_timeout (seconds "
+             "per notebook), memory_mb and cpu_seconds (per kernel). What an assignment leaves out, and every "
+             "assignment not listed, gets ExecutePreprocessor.timeout, notebook_timeout and "
+             "SandboxedKernelManager's memory_mb and cpu_seconds.").tag(config=True)
+
+    @validate("assignment_limits")
+    def _check_assignment_limits(self, proposal: t.Any) -> dict[str, dict[str, int]]:
+        known = EXECUTE_LIMITS + KERNEL_LIMITS
+        for assignment, limits in proposal["value"].items():
+            for name, value in limits.items():
+                if name not in known:
+                    raise TraitError(f"SandboxedExecute.assignment_limits[{assignment!r}]: unknown limit {name!r}; "
+                                     f"the limits are {', '.join(known)}")
+                if value <= 0:
+                    raise TraitError(f"SandboxedExecute.assignment_limits[{assignment!r}][{name!r}] must be a "
+                                     f"positive number, not {value}")
+        return proposal["value"]
+
+    def limits_for(self, assignment: str | None) -> dict[str, int]:
+        """The limits a notebook of ``assignment`` runs under: its own, else the global ones. The kernel's are only
+        present when the assignment sets them (otherwise SandboxedKernelManager's own settings apply)."""
+        limits = {"timeout": self.timeout, "notebook_timeout": self.notebook_timeout}
+        return {**limits, **self.assignment_limits.get(assignment or "", {})}
 
     def __init__(self, **kwargs: t.Any) -> None:
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
@@ -68,16 +125,28 @@ class SandboxedExecute(Execute):
         return "immediate"
 
     _output_bytes: dict[int, int]
+    _limits: dict[str, int] = {}  # replaced per notebook, never changed in place
+
+    def create_kernel_manager(self) -> t.Any:
+        """The kernel manager, with the assignment's memory and CPU limits for the kernels it starts."""
+        km = super().create_kernel_manager()
+        for name in KERNEL_LIMITS:
+            if name in self._limits:
+                setattr(km, name, self._limits[name])
+        return km
 
     def preprocess(self, nb: NotebookNode, resources: t.Any = None, km: t.Any = None) -> tuple[NotebookNode, t.Any]:
-        _report_protections(self.log)
+        waited = _report_protections(self.log)
+        started = time.time()
+        graded = (resources or {}).get("nbgrader", {})  # which assignment and student (none: a reference run)
+        self._limits = self.limits_for(graded.get("assignment"))
         NotebookClient.__init__(self, nb, km)  # as ExecutePreprocessor.preprocess does: resets the client
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
         self._output_bytes = {}
         completed: list[int] = []
         position, restarts = 0, 0
-        self._deadline = time.monotonic() + self.notebook_timeout
+        self._deadline = time.monotonic() + self._limits["notebook_timeout"]
         while position < len(nb.cells):
             spent = time.monotonic() >= self._deadline
             if restarts > self.max_restarts or spent:
@@ -106,7 +175,7 @@ class SandboxedExecute(Execute):
                         self.log.warning("the kernel failed while re-running completed cells; restarting it")
                         continue
                     if isinstance(exc, CellTimeout):
-                        what = "ran past the time limit"
+                        what = f"ran past the time limit ({exc.seconds} s)"
                     elif isinstance(exc, DeadKernelError):
                         what = "ended the kernel"
                     elif isinstance(exc, CellTimeoutError):  # the kernel's output stopped short of "idle"
@@ -119,21 +188,26 @@ class SandboxedExecute(Execute):
                     self.log.warning("cell %d %s; restarting the kernel", position, what)
                     position += 1
         self.set_widgets_metadata()
+        self._deadline = float("inf")
+        _record_timing(pid=os.getpid(), assignment=graded.get("assignment"), student=graded.get("student"),
+                       start=started, end=time.time(), zygote_wait=waited)
         return self.nb, self.resources
 
     _deadline = float("inf")
 
     def _get_timeout(self, cell: NotebookNode | None) -> int | None:
-        """The cell timeout, or less: what is left of the notebook's time."""
-        timeout = super()._get_timeout(cell)
+        """The cell timeout (the assignment's), or less: what is left of the notebook's time."""
         if self._deadline == float("inf"):  # not in preprocess
-            return timeout
+            return super()._get_timeout(cell)
+        timeout = super()._get_timeout(cell) if self.timeout_func is not None else self._limits["timeout"]
+        if not timeout or timeout < 0:
+            timeout = None
         left = max(1, int(self._deadline - time.monotonic()))
         return left if timeout is None else min(timeout, left)
 
     async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None) -> None:
         self.log.error("Cell ran past the timeout (%ss); killing its kernel", timeout)
-        raise CellTimeout(f"no reply in {timeout} s")
+        raise CellTimeout(timeout)
 
     def output(self, outs: list[NotebookNode], msg: dict, display_id: str | None, cell_index: int) -> t.Any:
         size = len(str(msg.get("content", "")))

@@ -3,17 +3,19 @@
 nbclient (and so nbgrader's Execute) only sees an ordinary ``AsyncKernelManager``: the connection file, the
 ZeroMQ sockets (over ``ipc``: Unix sockets in a folder shared with the kernel, since the kernel has no network)
 and a process handle. Only the launch differs: instead of ``Popen`` of the kernel spec's argv, the zygote forks a
-kernel that confines itself, and the process handle is a pidfd (the kernel is the zygote's child, not ours).
+kernel that confines itself, and the process handle is a pidfd on the kernel's keeper (the zygote's child, not
+ours; killing it kills the kernel and everything the kernel spawned).
 
 Each kernel gets a scratch folder: ``stage/`` (a copy of the notebook's folder without notebooks, which the kernel
-copies into its own private working copy), ``s/`` (sockets and connection file; a 1 MB tmpfs when grading as
-root, since the kernel can write there) and ``root/`` (where its root file system is mounted, invisible from
-outside its mount namespace).
+copies into its own private working copy), ``s/`` (sockets and connection file; read-only for the kernel once
+it has bound its sockets, and a 1 MB tmpfs when grading as root) and ``root/`` (where its root file system is
+mounted, invisible from outside its mount namespace).
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import secrets
 import select
 import shutil
@@ -25,8 +27,9 @@ import typing as t
 from pathlib import Path
 
 import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Int, Unicode, default
+from traitlets import DottedObjectName, Int, Type, Unicode, default
 
 from course_tools.grading.sandbox import Jail, Limits, mount_sockets_folder, unmount
 from course_tools.grading.zygote import shared_zygote
@@ -99,10 +102,40 @@ class ForkedProcess:
                 pass
 
     def kill(self) -> None:
+        """SIGKILL, then wait (a moment at most) until the process is gone: jupyter_client polls for the end of a
+        killed kernel every 0.1 s, and each submission's kernel would otherwise cost that poll."""
         self.send_signal(signal.SIGKILL)
+        self.wait(timeout=1)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
+
+
+class SandboxedKernelClient(AsyncKernelClient):
+    """A client whose ``wait_for_ready`` skips jupyter_client's final 0.2 s wait for stray IOPub messages (paid once
+    per submission): nbclient ignores any output that does not answer its own request."""
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            self.kernel_info()
+            try:
+                msg = await self.shell_channel.get_msg(timeout=1)
+            except queue.Empty:
+                pass
+            else:
+                if msg["msg_type"] == "kernel_info_reply":
+                    try:  # IOPub connected: the kernel's status message for this request arrives
+                        await self.iopub_channel.get_msg(timeout=0.2)
+                    except queue.Empty:
+                        pass
+                    else:
+                        self._handle_kernel_info_reply(msg)
+                        return
+            if not await self.is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -119,10 +152,16 @@ class SandboxedKernelManager(AsyncKernelManager):
                             "JSON costs ~30 times its size in memory: one 700 MB message would take 20 GB of the "
                             "grader's.").tag(config=True)
 
+    client_class = DottedObjectName("course_tools.grading.kernel.SandboxedKernelClient", config=True)
+    client_factory = Type(SandboxedKernelClient, klass=AsyncKernelClient, config=True)
+
     def client(self, **kwargs: t.Any) -> t.Any:
         """A client whose sockets (opened later, by start_channels) refuse oversized messages."""
         kc = super().client(**kwargs)
         kc.context.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
+        # The client connects while the kernel is still starting: retry its not yet bound sockets every 10 ms, not
+        # ZeroMQ's default 100 ms, or each submission waits for the next retry.
+        kc.context.setsockopt(zmq.RECONNECT_IVL, 10)
         return kc
 
     @default("transport")
@@ -168,8 +207,9 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
-        if self._uid:
+        if self._uid:  # cleanup_resources runs twice per kernel (nbclient, then the manager): reap once
             shared_zygote().reap(self._uid)
+            self._uid = 0
         if self._mounted is not None:
             unmount(self._mounted)
             self._mounted = None

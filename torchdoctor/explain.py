@@ -9,6 +9,7 @@ from torchdoctor.catalog import CATALOG, ErrorEntry, chapter_title
 
 __all__ = ["Diagnosis", "explain", "parse_error_text"]
 
+_QUOTING = tuple(e for e in CATALOG if e.quotes_other_errors)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CHAIN = re.compile(
     r"^(?:During handling of the above exception, another exception occurred:"
@@ -86,10 +87,12 @@ def _type_ok(entry: ErrorEntry, type_names: tuple[str, ...] | None) -> bool:
     return any(name in type_names for name in entry.exception_types)
 
 
-def _match(type_names: tuple[str, ...] | None, message: str) -> Diagnosis | None:
+def _match(
+    type_names: tuple[str, ...] | None, message: str, entries: tuple[ErrorEntry, ...] = CATALOG
+) -> Diagnosis | None:
     if type_names is None and not message.strip():
         return None  # nothing to go on (an empty message is meaningful only with its type, e.g. EOFError)
-    for entry in CATALOG:
+    for entry in entries:
         if not _type_ok(entry, type_names):
             continue
         m = entry.regex.search(message)
@@ -128,8 +131,13 @@ def explain(error: BaseException | str) -> Diagnosis | None:
         raise TypeError(
             f"explain() takes an exception or the text of an error message/traceback, not {type(error).__name__}"
         )
-    for type_name, message in parse_error_text(error):
-        found = _match((type_name,) if type_name else None, message)
-        if found is not None:
-            return found
+    candidates = parse_error_text(error)
+    # A message that quotes another traceback (a DataLoader worker's) quotes its chained exceptions too, which
+    # parse_error_text takes for a chain of their own and lists first: as for exceptions, the quoting entries
+    # are tried first.
+    for entries in (_QUOTING, CATALOG):
+        for type_name, message in candidates:
+            found = _match((type_name,) if type_name else None, message, entries)
+            if found is not None:
+                return found
     return None

@@ -200,7 +200,10 @@ GRAD_NONE = ErrorEntry(
     title="A tensor that is None: .grad after zero_grad(), or an unused parameter",
     chapter=CHAPTER,
     exception_types=("AttributeError",),
-    pattern=r"'NoneType' object has no attribute '(?P<attribute>\w+)'",
+    # Only methods people call on a gradient: "'NoneType' object has no attribute 'shape'" is far more often a
+    # function or a Dataset that returned nothing, which this entry must not claim.
+    pattern=r"'NoneType' object has no attribute '(?P<attribute>norm|zero_|data|abs|pow|mul_|add_|clone|detach|item"
+    r"|sum|mean|max|min|numel|square)'",
     example="'NoneType' object has no attribute 'norm'",
     cause="Code used a tensor method on None. With PyTorch the None is most often a .grad: zero_grad() sets "
     "gradients to None (set_to_none=True is the default since 2.0), and a parameter has no gradient before the "

@@ -6,6 +6,10 @@ that uses the numbers of the message.
 
 from __future__ import annotations
 
+import datetime
+import os
+import socket
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -158,10 +162,237 @@ DATAPARALLEL_WRONG_DEVICE = ErrorEntry(
 )
 
 
+def env_rendezvous_missing() -> None:
+    import torch.distributed as dist
+
+    saved = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k in os.environ}
+    try:
+        dist.init_process_group("gloo")
+    finally:
+        os.environ.update(saved)
+
+
+def _env_missing(g: Mapping[str, str]) -> str:
+    return (
+        f"{g['var']} is not set, so this process was not started by torchrun (which sets RANK, WORLD_SIZE, "
+        f"LOCAL_RANK, MASTER_ADDR and MASTER_PORT for every worker). Launch with torchrun --nproc-per-node=N "
+        f"script.py; for a one-process group in a notebook set the variables yourself or pass init_method / store."
+    )
+
+
+ENV_RENDEZVOUS_MISSING = ErrorEntry(
+    id="env-rendezvous-missing",
+    title="init_process_group without torchrun's environment variables",
+    chapter=CHAPTER,
+    exception_types=("ValueError",),
+    pattern=r"Error initializing torch\.distributed using env:// rendezvous: environment variable (?P<var>\w+) "
+    r"expected, but not set",
+    example="Error initializing torch.distributed using env:// rendezvous: environment variable RANK expected, "
+    "but not set",
+    cause="init_process_group() without init_method reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the "
+    "environment (env://). torchrun sets them for each worker; a script started with plain python has none.",
+    fix="Start the script with torchrun --nproc-per-node=N script.py, or pass rank, world_size and an "
+    "init_method (tcp://host:port) or a store explicitly.",
+    reproducer=env_rendezvous_missing,
+    specific_fix=_env_missing,
+)
+
+
+def port_in_use() -> None:
+    import torch.distributed as dist
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        dist.TCPStore("127.0.0.1", port, world_size=1, is_master=True, timeout=datetime.timedelta(seconds=5))
+
+
+def _port_in_use(g: Mapping[str, str]) -> str:
+    return (
+        f"Port {g['port']} is taken, usually by an earlier run that is still alive (or hung) or by a second job "
+        f"on the same machine. Find it (ss -ltnp | grep {g['port']}) and end it, or pick a free port: "
+        f"torchrun --standalone, or --master-port with another number."
+    )
+
+
+PORT_IN_USE = ErrorEntry(
+    id="port-in-use",
+    title="Rendezvous port already in use",
+    chapter=CHAPTER,
+    exception_types=("DistNetworkError", "RuntimeError"),
+    pattern=r"The server socket has failed to (?:listen on any local network address|bind)"
+    r"(?:.*?port: (?P<port>\d+))?.*?(?:EADDRINUSE|address already in use)",
+    example="The server socket has failed to listen on any local network address. port: 29500, useIpv6: false, "
+    "code: -98, name: EADDRINUSE, message: address already in use",
+    cause="Rank 0 starts the rendezvous server (a TCPStore) on MASTER_PORT, and another process is already "
+    "listening there: a previous run that did not end, or another job using the default port 29500.",
+    fix="End the old run, or choose a free port: torchrun --standalone picks one, or pass --master-port / "
+    "MASTER_PORT with another number.",
+    reproducer=port_in_use,
+    specific_fix=_port_in_use,
+)
+
+
+def syncbatchnorm_cpu() -> None:
+    model = nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3)))
+    with _single_process_group():
+        nn.parallel.DistributedDataParallel(model)
+
+
+SYNCBATCHNORM_CPU = ErrorEntry(
+    id="syncbatchnorm-cpu",
+    title="SyncBatchNorm on the CPU",
+    chapter=CHAPTER,
+    exception_types=("ValueError",),
+    pattern=r"SyncBatchNorm layers only work with GPU modules|SyncBatchNorm expected input tensor to be on GPU",
+    example="SyncBatchNorm layers only work with GPU modules",
+    cause="SyncBatchNorm computes batch statistics across processes with GPU collectives; PyTorch implements it "
+    "for CUDA (and XPU / privateuse1 devices) only, so DDP refuses a CPU module that contains it, and its "
+    "forward pass refuses CPU input in training mode.",
+    fix="Convert with nn.SyncBatchNorm.convert_sync_batchnorm(model) only for GPU runs, after model.to(device) "
+    "and before DDP(model, device_ids=[local_rank]); on the CPU keep BatchNorm (statistics per process) or use "
+    "GroupNorm / LayerNorm, which need no batch statistics.",
+    reproducer=syncbatchnorm_cpu,
+)
+
+
+@contextmanager
+def _two_gloo_ranks(timeout_s: float) -> Iterator[tuple[object, object]]:
+    """Two gloo process groups (ranks 0 and 1) in this process, joined through an in-memory store. They are not
+    the default group, so they can show a hang without launching anything; each call's collectives give up
+    after ``timeout_s``."""
+    import torch.distributed as dist
+
+    store = dist.PrefixStore(f"torchdoctor-{threading.get_ident()}", dist.HashStore())
+    groups: dict[int, object] = {}
+
+    def join(rank: int) -> None:
+        groups[rank] = dist.ProcessGroupGloo(store, rank, 2, datetime.timedelta(seconds=timeout_s))
+
+    peer = threading.Thread(target=join, args=(1,))
+    peer.start()
+    join(0)
+    peer.join()
+    try:
+        yield groups[0], groups[1]
+    finally:
+        groups.clear()
+
+
+def collective_timeout() -> None:
+    with _two_gloo_ranks(0.5) as (rank0, _rank1):
+        rank0.allreduce([torch.ones(2)]).wait()  # rank 1 never joins this all-reduce
+
+
+def monitored_barrier_failed() -> None:
+    with _two_gloo_ranks(0.5) as (rank0, _rank1):
+        rank0.monitored_barrier(datetime.timedelta(seconds=0.5))  # rank 1 never reaches the barrier
+
+
+def _barrier(g: Mapping[str, str]) -> str:
+    return (
+        f"Rank(s) {g['ranks']} did not reach the barrier within {g['ms']} ms; the ranks that did are fine. Look at "
+        f"what rank(s) {g['ranks']} were doing: a collective the others skipped (an all_reduce under "
+        f"`if rank == 0`), fewer batches on that rank, an exception or a slow step there."
+    )
+
+
+MONITORED_BARRIER_FAILED = ErrorEntry(
+    id="monitored-barrier-failed",
+    title="A rank did not reach a monitored barrier",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError",),
+    pattern=r"Rank (?P<ranks>\d+(?:, \d+)*) failed to pass monitoredBarrier in (?P<ms>\d+) ms",
+    example="[Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms",
+    cause="dist.monitored_barrier() (gloo) waits for every rank and, after its timeout, names the ranks that "
+    "never arrived: those are stuck elsewhere or take another path through the code.",
+    fix="Find what the named rank does instead: a collective only some ranks call, a different number of "
+    "batches per rank (DistributedSampler with drop_last, uneven data), or an exception on that rank. Every rank "
+    "must call the same collectives in the same order.",
+    reproducer=monitored_barrier_failed,
+    specific_fix=_barrier,
+)
+
+
+def _timeout(g: Mapping[str, str]) -> str:
+    return (
+        f"This rank waited {g['ms']} ms for a peer in a collective that never came. Every rank must call the "
+        f"same collectives in the same order: look for an all_reduce / barrier under `if rank == 0`, uneven "
+        f"batch counts, or a rank that crashed. Put dist.monitored_barrier() (gloo) before the suspect spot to "
+        f"learn which rank is missing."
+    )
+
+
+COLLECTIVE_TIMEOUT = ErrorEntry(
+    id="collective-timeout",
+    title="A collective timed out (mismatched collectives, a hang)",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError", "DistBackendError"),
+    pattern=r"Timed out waiting (?P<ms>\d+)ms for (?:recv|send) operation to complete"
+    r"|Watchdog caught collective operation timeout",
+    example="[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 2000ms for recv "
+    "operation to complete",
+    cause="This rank entered a collective (all_reduce, broadcast, barrier, DDP's gradient all-reduce) and a "
+    "peer never joined it within the process group's timeout: the ranks run different collectives, or one "
+    "is stuck or dead. Without a timeout this is a silent hang (NCCL's default is 10 minutes).",
+    fix="Make every rank call the same collectives in the same order (no collectives inside `if rank == 0`); "
+    "set init_process_group(timeout=...) so a hang fails instead of blocking, and use dist.monitored_barrier() "
+    "(gloo) to find the missing rank.",
+    reproducer=collective_timeout,
+    specific_fix=_timeout,
+)
+
+
+def _raise_in_child(rank: int) -> None:
+    raise RuntimeError(f"rank {rank}: something went wrong in the worker")
+
+
+def spawn_process_raised() -> None:
+    import torch.multiprocessing as mp
+
+    # fork, so the reproducer does not pay for a new interpreter; mp.spawn (start method spawn) wraps the same way
+    mp.start_processes(_raise_in_child, nprocs=1, start_method="fork")
+
+
+def _spawned(g: Mapping[str, str]) -> str:
+    inner = f" raised {g['inner']}" if g.get("inner") else " failed"
+    return (
+        f"Process {g['process']}{inner}; its traceback is in the message, below '-- Process {g['process']} "
+        f"terminated'. Read its last line (paste it into torchdoctor.explain) and fix it there; the other "
+        f"processes were ended by torch.multiprocessing."
+    )
+
+
+SPAWN_PROCESS_RAISED = ErrorEntry(
+    id="spawn-process-raised",
+    title="A process started by torch.multiprocessing.spawn raised",
+    chapter=CHAPTER,
+    exception_types=("ProcessRaisedException",),
+    pattern=r"-- Process (?P<process>\d+) terminated with the following error:"
+    r"(?:.*\n(?P<inner>[A-Za-z_][\w.]*(?:Error|Exception)): )?",
+    example="\n\n-- Process 0 terminated with the following error:\nTraceback (most recent call last):\n"
+    '  File "train.py", line 12, in worker\nRuntimeError: Timed out waiting 2000ms for recv operation to complete',
+    cause="A worker of torch.multiprocessing.spawn (mp.spawn) raised; spawn ends the other workers and re-raises "
+    "in the parent with the worker's traceback pasted into the message.",
+    fix="Read the traceback under '-- Process N terminated': its last line is the real error (explain it on its "
+    "own). To debug, run the worker function in the parent (a one-process group) or with one process.",
+    reproducer=spawn_process_raised,
+    quotes_other_errors=True,
+    specific_fix=_spawned,
+)
+
+
 ENTRIES: tuple[ErrorEntry, ...] = (
     DDP_NO_PROCESS_GROUP,
     DDP_DEVICE_IDS_CPU,
     DDP_UNUSED_PARAMETERS,
     PROCESS_GROUP_TWICE,
     DATAPARALLEL_WRONG_DEVICE,
+    ENV_RENDEZVOUS_MISSING,
+    PORT_IN_USE,
+    SYNCBATCHNORM_CPU,
+    MONITORED_BARRIER_FAILED,
+    COLLECTIVE_TIMEOUT,
+    SPAWN_PROCESS_RAISED,
 )

@@ -69,6 +69,8 @@ def test_helpers_describe_values_as_json_data():
     assert json.loads(json.dumps(rec.as_json(), allow_nan=False)) == {
         "checks": {"boom": "raised ZeroDivisionError: division by zero"}, "alternatives": {"boom": ["anything"]},
         "partial": True}
+    rec.check("a tensor left in a list", lambda: [torch.ones(1)])  # costs its own check, not the whole record
+    assert rec.checks["a tensor left in a list"] == "not plain data: Object of type Tensor is not JSON serializable"
 
 
 def test_parameters_compare_whatever_the_order_of_definition():

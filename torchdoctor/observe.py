@@ -14,6 +14,7 @@ functions only describe values, so a student who patches them gains nothing but 
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 from collections.abc import Callable, Iterable
@@ -23,8 +24,8 @@ import torch
 from torch import nn
 
 __all__ = [
-    "MIME", "Record", "canonical", "data", "error", "integer", "number", "numbers", "parameter_shapes", "shape",
-    "tensor",
+    "MIME", "Record", "canonical", "data", "error", "integer", "number", "numbers", "parameter_shapes", "plain",
+    "shape", "tensor",
 ]
 
 MIME = "application/vnd.torchdoctor.observed+json"
@@ -82,6 +83,16 @@ def numbers(values: Any) -> list | str:
     return [number(v) for v in values]
 
 
+def plain(value: Any) -> Any:
+    """The value if JSON can carry it, else a note of its type: a value the record cannot hold (a tensor left in a
+    list, say) costs its own check, not the whole record."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"not plain data: {exc}"[:MAX_TEXT]
+    return value
+
+
 def data(*size: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """A seeded random tensor: the reference run and the student's run see the same input."""
     return torch.randn(size, generator=torch.Generator().manual_seed(seed), dtype=dtype)
@@ -122,11 +133,11 @@ class Record:
             value = observe()
         except Exception as exc:  # the student's error is an observation like any other
             value = error(exc)
-        self.checks[name] = value
+        self.checks[name] = plain(value)
         return value
 
     def value(self, name: str, value: Any) -> None:
-        self.checks[name] = value
+        self.checks[name] = plain(value)
 
     def accept(self, name: str, values: Iterable[Any]) -> None:
         """Other values the grader accepts for ``name`` (read from the reference run only)."""

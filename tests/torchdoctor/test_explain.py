@@ -62,14 +62,6 @@ def test_parse_error_text_keeps_multiline_messages():
     assert typ == "RuntimeError" and msg.startswith("Error(s)") and "Missing key(s)" in msg
 
 
-def _raise(fn):
-    try:
-        fn()
-    except BaseException as exc:
-        return exc
-    raise AssertionError("did not raise")
-
-
 UNRELATED = [
     lambda: [][1],
     lambda: {}["key"],
@@ -100,8 +92,8 @@ UNRELATED = [
 
 
 @pytest.mark.parametrize("fn", UNRELATED, ids=range(len(UNRELATED)))
-def test_unrelated_errors_are_not_claimed(fn):
-    exc = _raise(fn)
+def test_unrelated_errors_are_not_claimed(fn, raised):
+    exc = raised(fn)
     assert explain(exc) is None, f"{type(exc).__name__}: {exc}"
     assert explain("".join(traceback.format_exception(exc))) is None
     assert explain(f"{type(exc).__name__}: {exc}") is None
@@ -143,8 +135,8 @@ def test_bad_input_type():
         explain(42)
 
 
-def test_cli_reads_stdin_and_sets_exit_status():
-    exc = _raise(lambda: torch.nn.Linear(784, 10)(torch.randn(32, 128)))
+def test_cli_reads_stdin_and_sets_exit_status(raised):
+    exc = raised(lambda: torch.nn.Linear(784, 10)(torch.randn(32, 128)))
     tb = "".join(traceback.format_exception(exc))
     ok = subprocess.run([sys.executable, "-m", "torchdoctor", "explain"], input=tb, capture_output=True, text=True)
     assert ok.returncode == 0 and "in_features=128" in ok.stdout
@@ -166,12 +158,12 @@ def test_known_error_quoted_inside_another_exception_is_found():
     assert explain(text).id == "mat1-mat2-shapes"
 
 
-def test_fixes_for_negative_labels_too_many_dims_and_small_oom():
+def test_fixes_for_negative_labels_too_many_dims_and_small_oom(raised):
     negative = explain("IndexError: Target -1 is out of bounds.").fix
     assert "ignore_index" in negative and "classes" not in negative
-    too_many = explain(_raise(lambda: torch.nn.Conv2d(3, 4, 3)(torch.randn(1, 1, 3, 8, 8)))).fix
+    too_many = explain(raised(lambda: torch.nn.Conv2d(3, 4, 3)(torch.randn(1, 1, 3, 8, 8)))).fix
     assert "too many dimensions" in too_many and "unsqueeze(0)" not in too_many
-    too_few = explain(_raise(lambda: torch.nn.Conv2d(3, 4, 3)(torch.randn(3, 8)))).fix
+    too_few = explain(raised(lambda: torch.nn.Conv2d(3, 4, 3)(torch.randn(3, 8)))).fix
     assert "unsqueeze(0)" in too_few
     oom = explain("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512 bytes. GPU 0 has a total")
     assert oom.id == "cuda-oom" and "512 bytes" in oom.fix

@@ -49,7 +49,8 @@ def answers_match(given, expected, tol: float = 1e-6) -> bool:
     if isinstance(expected, Mapping) and isinstance(given, Mapping):
         return given.keys() == expected.keys() and all(answers_match(given[k], expected[k], tol) for k in expected)
     if isinstance(expected, list | tuple) and isinstance(given, list | tuple):
-        return len(given) == len(expected) and all(answers_match(g, e, tol) for g, e in zip(given, expected, strict=True))
+        pairs = zip(given, expected, strict=False)
+        return len(given) == len(expected) and all(answers_match(g, e, tol) for g, e in pairs)
     return given == expected
 
 

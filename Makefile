@@ -54,10 +54,18 @@ release: setup
 	$(BIN)/python -m course_tools.release $(ASSIGNMENT)
 
 # Grade what is in autograder/submitted/ (one assignment with ASSIGNMENT=name, else every ready one of course.toml):
-# isolated kernels, verdicts outside them, one worker per core; then grades.csv (nbgrader export) and
-# results/<assignment>.json. Already graded submissions are skipped, as by nbgrader; FORCE=1 grades them again.
+# isolated kernels, verdicts outside them, one task per submission on a Dask cluster; then grades.csv (nbgrader
+# export) and results/<assignment>.json. Already graded submissions are skipped, as by nbgrader; FORCE=1 grades them
+# again. ENGINE=local (default: one worker per core here), dask (SCHEDULER=tcp://host:port) or slurm (QUEUE, CORES,
+# MEMORY, WALLTIME, GPUS per job; WORKERS jobs); DB_URL=postgresql://... for a shared gradebook (README "Grading a
+# big class").
+ENGINE ?= local
+GRADING_OPTIONS = --engine $(ENGINE) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DB_URL),--db-url $(DB_URL)) \
+	$(if $(WORKERS),--workers $(WORKERS)) $(if $(QUEUE),--queue $(QUEUE)) $(if $(CORES),--cores $(CORES)) \
+	$(if $(MEMORY),--memory $(MEMORY)) $(if $(WALLTIME),--walltime $(WALLTIME)) $(if $(GPUS),--gpus $(GPUS))
 autograde: setup
-	@names="$(ASSIGNMENTS)" && set -x && $(BIN)/python -m course_tools.grading.autograde $$names $(FORCE_FLAG)
+	@names="$(ASSIGNMENTS)" && set -x && $(BIN)/python -m course_tools.grading.autograde $$names $(FORCE_FLAG) \
+		$(GRADING_OPTIONS)
 
 # Feedback for graded submissions; like nbgrader it skips students who have feedback already, FORCE=1 redoes it.
 feedback: setup

@@ -10,9 +10,13 @@ student's kernel), one with the course's configuration (confined kernels from a 
 - the fixed cost of a hardened run, part by part: the workers' start-up (nbgrader and the zygote, side by side),
   the reference run, the checks after grading, and ``nbgrader export``.
 
+Then the hardened run's throughput with 1 worker and with ``--workers`` (the engine's scaling: one Dask task per
+submission, each worker with its own zygote), and their ratio.
+
 Timings on a shared machine are noisy: the load average before and after is printed too. Asserts nothing.
 
 Usage: python benchmarks/autograde_speed.py [--assignment hw1_dimensions] [--submissions 32] [--workers N]
+       [--no-stock] [--engine local|dask --scheduler tcp://...]
 """
 
 from __future__ import annotations
@@ -107,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assignment", default="hw1_dimensions")
     parser.add_argument("--submissions", type=int, default=32, help="how many (the corpus, cycled)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--no-stock", action="store_true", help="leave out stock nbgrader (the slow part)")
+    parser.add_argument("--engine", default="local", help="the scaling runs' engine (local, dask)")
+    parser.add_argument("--scheduler", help="the Dask scheduler, for --engine dask")
     args = parser.parse_args(argv)
     load_before = load()
     source = COURSE / "source" / args.assignment / f"{args.assignment}.ipynb"
@@ -118,14 +125,23 @@ def main(argv: list[str] | None = None) -> int:
                                         check=True, cwd=scratch).stdout)
         zygote_s, execution_s, slowest_s = warm_kernel_run(source, args.assignment, Path(scratch))
 
-        started = time.perf_counter()
-        nbgrader("autograde", args.assignment, "--force", course=stock)
-        nbgrader("export", course=stock)
-        stock_s = time.perf_counter() - started
+        stock_s = float("nan")
+        if not args.no_stock:
+            started = time.perf_counter()
+            nbgrader("autograde", args.assignment, "--force", course=stock)
+            nbgrader("export", course=stock)
+            stock_s = time.perf_counter() - started
 
-        started = time.perf_counter()
-        batch = autograde.run([args.assignment, "--course", str(ours), "--force", "--workers", str(args.workers)])
-        ours_s = time.perf_counter() - started
+        engine = ["--engine", args.engine, *(["--scheduler", args.scheduler] if args.scheduler else [])]
+        scaling = {}
+        for workers in sorted({1, args.workers}):
+            started = time.perf_counter()
+            batch = autograde.run([args.assignment, "--course", str(ours), "--force", "--workers", str(workers),
+                                   *engine])
+            ours_s = time.perf_counter() - started
+            if batch.status != 0 or args.assignment not in batch.timings:
+                break
+            scaling[workers] = (ours_s, batch.timings[args.assignment])
     if batch.status != 0 or args.assignment not in batch.timings:
         print(f"the hardened run failed (status {batch.status})")
         return 1
@@ -140,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"hardened autograde, {spent.workers} workers, isolated: {ours_s:6.1f} s  {ours_s / n:.2f} s per submission "
           f"({n / ours_s * 60:.0f} per minute)")
     print(f"speed-up: {stock_s / ours_s:.1f}x")
+    for workers, (seconds, timing) in scaling.items():
+        print(f"hardened, {workers} {args.engine} worker(s): {seconds:6.1f} s, {n / seconds * 60:.0f} "
+              f"submissions per minute (per submission per worker {timing.per_submission:.2f} s, start-up "
+              f"{timing.startup:.1f} s)")
+    if len(scaling) == 2:
+        (one, _), (many, _) = scaling[1], scaling[max(scaling)]
+        print(f"throughput with {max(scaling)} workers against 1: {one / many:.2f}x (whole runs, start-up included)")
     print(f"fixed cost of the run: {fixed_s:.1f} s = start-up {spent.startup:.1f} s (nbgrader and the zygote side by "
           f"side; a zygote alone takes {zygote_s:.1f} s) + references {spent.references:.1f} s + checks "
           f"{spent.checks:.1f} s + export {batch.export_seconds:.1f} s")

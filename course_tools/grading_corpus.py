@@ -81,13 +81,15 @@ def build_notebook(submission: Submission, bases: dict[str, NotebookNode]) -> No
     return nb
 
 
-def grade(assignment: str, submissions: list[Submission], scratch: Path) -> dict[str, dict[str, tuple[float, float]]]:
-    """Autograde the submissions in a scratch course; per student, grade cell -> (score, max score)."""
+def grade(assignment: str, submissions: list[Submission], scratch: Path, args: tuple[str, ...] = (),
+          db_url: str | None = None) -> dict[str, dict[str, tuple[float, float]]]:
+    """Autograde the submissions in a scratch course; per student, grade cell -> (score, max score). ``args`` go to
+    the autograde command (an engine, a scheduler); ``db_url`` is the gradebook (default: SQLite in the course)."""
     course = scratch / "course"
     course.mkdir(parents=True)
     shutil.copy(COURSE / "nbgrader_config.py", course)
     shutil.copytree(COURSE / "source" / assignment, course / "source" / assignment)
-    nbgrader("generate_assignment", assignment, "--force", course=course)
+    nbgrader("generate_assignment", assignment, "--force", *db_args(db_url), course=course)
 
     notebook_name = f"{assignment}.ipynb"
     bases = {
@@ -98,15 +100,21 @@ def grade(assignment: str, submissions: list[Submission], scratch: Path) -> dict
         folder = course / "submitted" / submission.name / assignment
         folder.mkdir(parents=True)
         nbformat.write(build_notebook(submission, bases), folder / notebook_name)
-    if autograde.main([assignment, "--course", str(course), "--force"]) != 0:
+    extra = [*args, *(["--db-url", db_url] if db_url else [])]
+    if autograde.main([assignment, "--course", str(course), "--force", *extra]) != 0:
         raise RuntimeError(f"autograding the {assignment} corpus left submissions ungraded (see the log above)")
 
     scores = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+    with Gradebook(*autograde.gradebook_url(course, db_url)) as gradebook:
         for submission in submissions:
             nb = gradebook.find_submission_notebook(assignment, assignment, submission.name)
             scores[submission.name] = {g.name: (g.score, g.max_score) for g in nb.grades}
     return scores
+
+
+def db_args(db_url: str | None) -> list[str]:
+    """nbgrader's option for another gradebook than the course root's SQLite file."""
+    return [f"--CourseDirectory.db_url={db_url}"] if db_url else []
 
 
 def problems(submission: Submission, scores: dict[str, tuple[float, float]]) -> list[str]:

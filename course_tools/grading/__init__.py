@@ -1,4 +1,4 @@
-"""Hardened, parallel nbgrader autograding (README: "Grading you can trust").
+"""Hardened, distributed nbgrader autograding (README: "Grading you can trust").
 
 Plugged into nbgrader through ``autograder/nbgrader_config.py``, which names these modules as an installed package
 (``make setup`` installs course_tools with torchdoctor), so a copy of the course root grades anywhere. One job per
@@ -14,6 +14,8 @@ module, each importing only modules above it in this list (tests/test_grading_he
 - ``verdict``: pass/fail decided by the grader from what the hidden tests observed on the submission.
 - ``compat``: refuse to grade when the Jupyter stack lacks a private method grading overrides (an upgrade).
 - ``results``: per-test results JSON, read back from the gradebook and the autograded notebooks.
-- ``autograde``: ``make autograde``: parallel workers, gradebook checks, hashes, results.
+- ``writer``: the one gradebook writer: assignment templates for workers, result bundles recorded through nbgrader.
+- ``engine``: Dask clusters (local, an existing one, Slurm), workers' zygotes, one grading task per submission.
+- ``autograde``: ``make autograde``: the batch on the engine, gradebook checks, hashes, results.
 - ``attack_corpus``: the attack corpus of ``make test``.
 """

@@ -112,19 +112,22 @@ class Listener:
         self.sock.close()
 
 
-def make_course(scratch: Path, config_text: str | None = None) -> Path:
+def make_course(scratch: Path, config_text: str | None = None, db_url: str | None = None) -> Path:
     course = scratch / "course"
     (course / "source" / ASSIGNMENT).mkdir(parents=True)
     text = config_text if config_text is not None else (COURSE / "nbgrader_config.py").read_text()
     (course / "nbgrader_config.py").write_text(text + OVERRIDES)
     shutil.copy(CORPUS / f"{ASSIGNMENT}.ipynb", course / "source" / ASSIGNMENT)
-    nbgrader("generate_assignment", ASSIGNMENT, "--force", course=course)
+    nbgrader("generate_assignment", ASSIGNMENT, "--force", *([f"--CourseDirectory.db_url={db_url}"] if db_url else []),
+             course=course)
     return course
 
 
-def grade(scratch: Path, attacks: list[Attack], config_text: str | None = None) -> dict:
-    """Grade every submission in one batch; scores, results JSON, listener hits and the batch's exit status."""
-    course = make_course(scratch, config_text)
+def grade(scratch: Path, attacks: list[Attack], config_text: str | None = None, args: tuple[str, ...] = (),
+          db_url: str | None = None) -> dict:
+    """Grade every submission in one batch; scores, results JSON, listener hits and the batch's exit status.
+    ``args`` go to the autograde command (an engine, a scheduler); ``db_url`` is the gradebook."""
+    course = make_course(scratch, config_text, db_url)
     bases = {"release": nbformat.read(course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4),
              "solution": solution_notebook(ASSIGNMENT, course)}
     listener = Listener()
@@ -138,7 +141,8 @@ def grade(scratch: Path, attacks: list[Attack], config_text: str | None = None) 
     saved = os.environ.get(SECRET_ENV)
     os.environ[SECRET_ENV] = secrets.token_hex(16)
     try:
-        status = autograde.main([ASSIGNMENT, "--course", str(course), "--force"])
+        status = autograde.main([ASSIGNMENT, "--course", str(course), "--force", *args,
+                                 *(["--db-url", db_url] if db_url else [])])
     finally:
         if saved is None:
             del os.environ[SECRET_ENV]
@@ -146,7 +150,7 @@ def grade(scratch: Path, attacks: list[Attack], config_text: str | None = None) 
             os.environ[SECRET_ENV] = saved
     listener.close()
     scores = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    with Gradebook(*autograde.gradebook_url(course, db_url)) as gb:
         for attack in attacks:
             nb = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, attack.name)
             scores[attack.name] = {g.name: (g.score, g.max_score, g.manual_score) for g in nb.grades}

@@ -1,21 +1,23 @@
-"""Autograde every submission of the given assignments in parallel, with nbgrader's own ``autograde``.
+"""Autograde every submission of the given assignments on a Dask cluster, with nbgrader's own ``autograde``.
 
 Per assignment:
 
 1. hash every submitted file (they must be byte-identical after grading);
-2. split the students over ``--workers`` plain ``nbgrader autograde`` processes (each excludes the others'
-   students), so every row of the gradebook is written by exactly one process and SQLite serialises the
-   writes; each worker forks its kernels from its own pre-warmed zygote, and the first to need them
-   computes the hidden tests' references (``references``) for all;
-3. check that every submission has a score for every graded cell (a worker that lost one, e.g. to a
-   locked database, is retried serially), and that no submitted file changed;
-4. write ``results/<assignment>.json`` (per-test results, tampering per student, the protections in force), and
-   print where the time went (start-up, references, per submission, checks).
+2. send one task per submission to the cluster (``engine``: a local one by default, an existing Dask cluster, or
+   Slurm): each worker grades with nbgrader's hardened autograde in a private copy of the course, its kernels
+   forked from the worker's pre-warmed zygote, and returns a result bundle; this process, the only gradebook
+   writer, records each bundle as it arrives through nbgrader's own code (``writer``), into SQLite or PostgreSQL;
+3. check that every submission has a score for every graded cell, and that no submitted file changed;
+4. write ``results/<assignment>.json`` (per-test results, tampering per student, the protections in force, the
+   submissions left ungraded and why), and print where the time went (start-up, references, per submission,
+   checks).
 
 Then ``nbgrader export`` writes grades.csv (in this process: a new one would import nbgrader again). Exit status 1
 when a submission stays ungraded or a submitted file changed; 2, before anything runs, for an unknown assignment.
 
 Usage: python -m course_tools.grading.autograde [ASSIGNMENT ...] [--workers N] [--force] [--course DIR]
+       [--engine local|dask|slurm] [--scheduler tcp://host:port] [--db-url URL] [Slurm: --queue --cores --memory
+       --walltime --gpus]
 """
 
 from __future__ import annotations
@@ -32,10 +34,9 @@ for _name in SKIPPED_MODULES:
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import hashlib  # noqa: E402
-import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
-import subprocess  # noqa: E402
+import secrets  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -44,16 +45,12 @@ from pathlib import Path  # noqa: E402
 from nbgrader.api import Gradebook, MissingEntry  # noqa: E402
 from nbgrader.apps.exportapp import ExportApp  # noqa: E402
 
-from course_tools.grading import compat, results  # noqa: E402
-from course_tools.grading.execute import TIMINGS_ENV  # noqa: E402
-from course_tools.grading.references import REFERENCES_ENV  # noqa: E402
+from course_tools.grading import compat, engine, results  # noqa: E402
 from course_tools.grading.sandbox import Protections  # noqa: E402
-from course_tools.grading.zygote import PREWARM_ENV, REPO, machine_protections  # noqa: E402
+from course_tools.grading.writer import GradebookWriter, load_config  # noqa: E402
+from course_tools.grading.zygote import REPO, machine_protections  # noqa: E402
 
 COURSE = REPO / "autograder"
-# A worker: `nbgrader autograde ...` without the modules above.
-WORKER = (f"import sys; sys.modules.update(dict.fromkeys({SKIPPED_MODULES!r})); "
-          "from nbgrader.apps.nbgraderapp import main; main()")
 
 
 def known_assignments(course: Path) -> list[str]:
@@ -79,11 +76,22 @@ def submitted_hashes(course: Path, assignment: str, students: list[str]) -> dict
     return hashes
 
 
-def ungraded(course: Path, assignment: str, students: list[str]) -> list[str]:
+def gradebook_url(course: Path, db_url: str | None = None) -> tuple[str, str]:
+    """The gradebook's URL (``db_url``, else the course configuration's, else nbgrader's default: SQLite in the
+    course root) and the course id (nbgrader on PostgreSQL needs one: its rows refer to the course)."""
+    config = load_config(course) if (course / "nbgrader_config.py").is_file() else None
+    coursedir = config.CourseDirectory if config is not None else {}
+    url = db_url or coursedir.get("db_url") or f"sqlite:///{course / 'gradebook.db'}"
+    course_id = coursedir.get("course_id") or "default_course"
+    return url, course_id
+
+
+def ungraded(course: Path, assignment: str, students: list[str], db_url: str | None = None) -> list[str]:
     """Students whose submission lacks a score for some graded cell, or whose grading nbgrader gave up on (it then
     removes the autograded notebook and leaves the grades waiting for a manual score: 0 in grades.csv)."""
     missing = []
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    url, course_id = gradebook_url(course, db_url)
+    with Gradebook(url, course_id) as gb:
         notebooks = [n.name for n in gb.find_assignment(assignment).notebooks]
         for student in students:
             if not all((course / "autograded" / student / assignment / f"{n}.ipynb").is_file() for n in notebooks):
@@ -97,30 +105,6 @@ def ungraded(course: Path, assignment: str, students: list[str]) -> list[str]:
             if any(g.auto_score is None and g.manual_score is None and not g.needs_manual_grade for g in grades):
                 missing.append(student)
     return missing
-
-
-def run_workers(course: Path, assignment: str, groups: list[list[str]], env: dict[str, str], force: bool,
-                logs: Path, label: str = "worker") -> dict[int, float]:
-    """Run one nbgrader worker per group of students, side by side; when each ended (time.time()), by pid."""
-    everyone = [s for group in groups for s in group]
-    threads = max(1, (os.cpu_count() or 1) // len(groups))
-    procs = []
-    for i, group in enumerate(groups):
-        others = ",".join(s for s in everyone if s not in group)
-        cmd = [sys.executable, "-c", WORKER, "autograde", assignment, *(["--force"] if force else []),
-               f"--SandboxedKernelManager.torch_threads={threads}"]
-        if others:
-            cmd.append(f"--CourseDirectory.student_id_exclude={others}")
-        log = open(logs / f"{assignment}-{label}{i}.log", "w")  # noqa: SIM115 -- closed below
-        procs.append((subprocess.Popen(cmd, cwd=course, env=env, stdout=log, stderr=subprocess.STDOUT), log))
-    ended: dict[int, float] = {}
-    while len(ended) < len(procs):
-        for proc, log in procs:
-            if proc.pid not in ended and proc.poll() is not None:
-                ended[proc.pid] = time.time()
-                log.close()
-        time.sleep(0.02)
-    return ended
 
 
 @dataclass
@@ -164,59 +148,76 @@ def batch_timings(events: list[dict], launched: float, ended: dict[int, float], 
         per_submission=busy / max(1, submissions), checks=finished - max(ended.values()))
 
 
-def grade_assignment(course: Path, assignment: str, workers: int, force: bool, scratch: Path
+def needs_grading(course: Path, assignment: str, student: str, notebooks: list[str]) -> bool:
+    """nbgrader's rule for skipping (``init_destination``): graded before, every notebook there, and not submitted
+    again since."""
+    dest = course / "autograded" / student / assignment
+    if not all((dest / f"{n}.ipynb").is_file() for n in notebooks):
+        return True
+    stamps = [folder / "timestamp.txt" for folder in (course / "submitted" / student / assignment, dest)]
+    if all(p.is_file() for p in stamps):
+        return stamps[0].read_text().strip() > stamps[1].read_text().strip()  # nbgrader's format sorts as time
+    return False
+
+
+def grade_assignment(course: Path, assignment: str, client: object, settings: engine.Settings, force: bool,
+                     scratch: Path, db_url: str | None = None, started: float | None = None
                      ) -> tuple[bool, Timings | None]:
     students = sorted(p.parent.name for p in course.glob(f"submitted/*/{assignment}") if p.is_dir())
     if not students:
         print(f"{assignment}: no submissions in {course / 'submitted'}")
         return True, None
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    url, course_id = gradebook_url(course, db_url)
+    with Gradebook(url, course_id) as gb:
         try:
-            gb.find_assignment(assignment)
+            notebooks = [n.name for n in gb.find_assignment(assignment).notebooks]
         except MissingEntry:
             print(f"{assignment}: not in the gradebook; run `nbgrader generate_assignment {assignment}` first")
             return False, None
-    started = time.time()
+    started = started or time.time()
     before = submitted_hashes(course, assignment, students)
-    references = scratch / f"{assignment}-references.json"
-    timings = scratch / f"{assignment}-timings.jsonl"
-    bin_dir = str(Path(sys.executable).parent)
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(REPO),
-               **{REFERENCES_ENV: str(references), PREWARM_ENV: "1", TIMINGS_ENV: str(timings)})
-    groups = [g for g in (students[i::workers] for i in range(workers)) if g]
-    ended = run_workers(course, assignment, groups, env, force, scratch)
-    retry = ungraded(course, assignment, students)
-    if retry:
-        print(f"{assignment}: retrying {len(retry)} submission(s) serially: {', '.join(retry)}")
-        ended.update(run_workers(course, assignment, [retry], env, True, scratch, label="retry"))
-    lost = ungraded(course, assignment, students)
+    todo = students if force else [s for s in students if needs_grading(course, assignment, s, notebooks)]
+    if len(todo) < len(students):
+        print(f"{assignment}: skipping {len(students) - len(todo)} submission(s) graded before (FORCE=1 regrades)")
+    writer = GradebookWriter(course, assignment, secrets.token_hex(4), url, course_id, scratch / "inbox")
+    outcome = engine.grade(client, course, assignment, todo, writer, db_url=url, course_id=course_id,
+                           scratch=scratch, threads=engine.torch_threads(settings, client),
+                           gpu=engine.is_gpu_assignment(course, assignment))
+    lost = sorted(set(ungraded(course, assignment, students, url)) | set(outcome.ungraded))
     changed = sorted(k for k, v in submitted_hashes(course, assignment, students).items() if before.get(k) != v)
-    computed = json.loads(references.read_text()) if references.is_file() else {}
     # No kernel started when every submission was graded before: then report what kernels would get here.
-    protections = Protections(**computed["protections"]) if "protections" in computed else machine_protections()
+    found = list(outcome.protections.values())
+    protections = Protections(**found[0]) if found else machine_protections()
     target = results.write(course, assignment, students, {
-        "protections": protections.to_dict(), "ungraded": lost, "submitted_files_changed": changed})
-    events = [json.loads(line) for line in timings.read_text().splitlines()] if timings.is_file() else []
-    spent = batch_timings(events, started, ended, time.time(), len(students))
+        "protections": protections.to_dict(), "protections_by_host": outcome.protections, "ungraded": lost,
+        "ungraded_why": {s: outcome.ungraded.get(s, "no score for some graded cell") for s in lost},
+        "dropped_results": outcome.dropped, "submitted_files_changed": changed}, db_url=url)
+    spent = batch_timings(outcome.events, started, outcome.ended, time.time(), len(todo))
     print(f"{assignment}: graded {len(students) - len(lost)} of {len(students)} submissions in "
-          f"{time.time() - started:.1f} s with {len(groups)} workers; results in {target.relative_to(course)}")
+          f"{time.time() - started:.1f} s with {outcome.workers} {settings.engine} workers; results in "
+          f"{target.relative_to(course)}")
     if spent:
         print(f"{assignment}: {spent.summary()}")
-    print(protections.summary())
+    for host, found_here in sorted(outcome.protections.items()):
+        print(f"{host}: {Protections(**found_here).summary()}")
+    if not outcome.protections:
+        print(protections.summary())
+    for line in outcome.dropped:
+        print(f"  {line}")
     for student in lost:
-        print(f"  UNGRADED {student}")
+        print(f"  UNGRADED {student}: {outcome.ungraded.get(student, 'no score for some graded cell')}")
     for path in changed:
         print(f"  CHANGED submitted file {path}")
     return not lost and not changed, spent
 
 
-def export(course: Path) -> str | None:
+def export(course: Path, db_url: str | None = None) -> str | None:
     """``nbgrader export`` (grades.csv, or what the course configures), run in this process; its error, or None."""
     path = list(sys.path)
     try:
         with contextlib.chdir(course):  # where nbgrader looks for the course's configuration
             app = ExportApp(log_level=logging.WARNING)
-            app.initialize([])
+            app.initialize([f"--CourseDirectory.db_url={db_url}"] if db_url else [])
             app.start()
     except (Exception, SystemExit) as exc:  # nbgrader's apps exit on their errors
         return f"nbgrader export failed: {type(exc).__name__}: {exc}"
@@ -239,6 +240,19 @@ def run(argv: list[str] | None = None) -> Batch:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--force", action="store_true", help="regrade submissions already graded")
     parser.add_argument("--course", type=Path, default=COURSE)
+    parser.add_argument("--engine", choices=engine.ENGINES, default="local",
+                        help="local: a Dask LocalCluster of --workers processes; dask: the cluster at --scheduler; "
+                        "slurm: --workers Slurm jobs through dask-jobqueue")
+    parser.add_argument("--scheduler", help="the Dask scheduler's address (tcp://host:port), for --engine dask")
+    parser.add_argument("--db-url", help="the gradebook (nbgrader's db_url, e.g. postgresql://user@host/course); "
+                        "default: the course's configuration, else gradebook.db in the course root")
+    parser.add_argument("--torch-threads", type=int, default=0, help="torch threads per kernel (0: automatic)")
+    slurm = parser.add_argument_group("Slurm (--engine slurm): one job per worker")
+    slurm.add_argument("--queue", help="partition (sbatch -p); default: the cluster's")
+    slurm.add_argument("--cores", type=int, default=1, help="cores per job (its kernels' torch threads)")
+    slurm.add_argument("--memory", default="4GiB", help="memory per job")
+    slurm.add_argument("--walltime", default="01:00:00", help="time limit per job")
+    slurm.add_argument("--gpus", type=int, default=0, help="GPUs per job (--gres=gpu:N; workers declare GPU=N)")
     args = parser.parse_args(argv)
     course = args.course.resolve()
     known = known_assignments(course)
@@ -252,17 +266,21 @@ def run(argv: list[str] | None = None) -> Batch:
         print(refused, file=sys.stderr)
         return Batch(2, {})
     ok, timings = True, {}
-    with tempfile.TemporaryDirectory(prefix="autograde-") as scratch:
+    settings = engine.Settings(engine=args.engine, workers=max(1, args.workers), scheduler=args.scheduler,
+                               torch_threads=args.torch_threads, queue=args.queue, cores=args.cores,
+                               memory=args.memory, walltime=args.walltime, gpus=args.gpus)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="autograde-") as scratch, engine.open_client(settings) as client, \
+            engine.zygotes(client):
         for assignment in args.assignments or known:
-            graded, spent = grade_assignment(course, assignment, max(1, args.workers), args.force, Path(scratch))
+            graded, spent = grade_assignment(course, assignment, client, settings, args.force, Path(scratch),
+                                             args.db_url, started)
+            started = 0.0  # the cluster's start-up counts for the first assignment only
             ok = graded and ok
             if spent:
                 timings[assignment] = spent
-        if not ok:
-            for log in sorted(Path(scratch).glob("*.log")):
-                print(f"--- {log.name} (last lines)\n" + "\n".join(log.read_text().splitlines()[-15:]))
     started = time.monotonic()
-    failed = export(course)
+    failed = export(course, args.db_url)
     if failed:
         print(failed)
         return Batch(1, timings)

@@ -21,10 +21,10 @@ def _autograded(course: Path, student: str, assignment: str, notebook: str) -> t
     return nbformat.read(path, as_version=4) if path.is_file() else None
 
 
-def collect(course: Path, assignment: str, students: t.Iterable[str]) -> dict[str, t.Any]:
+def collect(course: Path, assignment: str, students: t.Iterable[str], db_url: str | None = None) -> dict[str, t.Any]:
     rows: list[dict[str, t.Any]] = []
     tampering: dict[str, list[dict[str, str]]] = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    with Gradebook(db_url or f"sqlite:///{course / 'gradebook.db'}") as gb:
         notebooks = [n.name for n in gb.find_assignment(assignment).notebooks]
         for student in sorted(students):
             for notebook in notebooks:
@@ -45,8 +45,9 @@ def collect(course: Path, assignment: str, students: t.Iterable[str]) -> dict[st
     return {"assignment": assignment, "results": rows, "tampering": tampering}
 
 
-def write(course: Path, assignment: str, students: t.Iterable[str], extra: dict[str, t.Any]) -> Path:
+def write(course: Path, assignment: str, students: t.Iterable[str], extra: dict[str, t.Any],
+          db_url: str | None = None) -> Path:
     target = course / "results" / f"{assignment}.json"
     target.parent.mkdir(exist_ok=True)
-    target.write_text(json.dumps({**collect(course, assignment, students), **extra}, indent=1) + "\n")
+    target.write_text(json.dumps({**collect(course, assignment, students, db_url), **extra}, indent=1) + "\n")
     return target

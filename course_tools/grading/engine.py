@@ -1,0 +1,418 @@
+"""Grading on Dask: one task per submission, on this machine, on an existing Dask cluster, or on Slurm.
+
+Three places, one engine (``open_client``):
+
+- ``local`` (the default): a Dask ``LocalCluster`` of worker processes, one per core, one thread each;
+- ``dask``: an existing Dask cluster, by its scheduler's address (``tcp://host:8786``); its workers must run
+  this course's environment (``make setup``), one thread each (``dask worker --nthreads 1``), as the grader account;
+- ``slurm``: dask-jobqueue's ``SLURMCluster``: one Slurm job per worker (queue, cores, memory, walltime and
+  ``--gres=gpu:N`` as set), scaled to ``jobs`` jobs.
+
+Every worker starts its pre-warmed zygote when it joins (``ZygotePlugin``, a worker plugin: torch and ipykernel
+imported once per worker) and closes it when it leaves or the run ends. Each task (``grade_submission``) gets the
+assignment's template (``writer.assignment_template``: source folder, configuration, a private gradebook with the
+assignment's definition only) and one submission's files, runs nbgrader's hardened autograde on a private copy in a
+scratch folder, and returns a ``writer.Bundle``: the autograded folder, the protections in force on that node,
+the timings. It writes nothing outside its scratch folder, so running it twice is harmless (Dask recomputes the
+tasks a lost worker had finished). The driver (``grade``) records each bundle as it arrives through the one
+``writer.GradebookWriter``.
+
+Failures: a lost worker's tasks are run again elsewhere by Dask; a submission whose task kills its worker more than
+``allowed_failures`` times ends ungraded with that reason (Dask's ``KilledWorker``), the others are graded. A
+sandbox timeout or crash is part of the grade (``execute``): the task returns normally. nbgrader giving up on a
+submission is a result too ("failed", never retried).
+
+GPU assignments (``GradingEngine.gpu_assignments`` in the course's nbgrader_config.py) run only on workers that
+declare a GPU: their tasks ask for the Dask resource ``GPU=1``, which workers declare with ``--resources GPU=1``
+(``slurm``: with ``gpus``; ``local``: when ``nvidia-smi`` lists one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import typing as t
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from distributed import WorkerPlugin
+from traitlets import Int, List, Unicode
+from traitlets.config import Configurable
+
+from course_tools.grading.sandbox import unmount
+from course_tools.grading.writer import Bundle, load_config
+
+ENGINES = ("local", "dask", "slurm")
+PLUGIN = "torchdoctor-zygote"
+GPU = "GPU"
+# A test hook, honoured by workers only: a worker whose environment names a student dies (os._exit) when it grades
+# that student's submission, as a worker would on a submission that crashes the grading host.
+POISON_ENV = "TORCHDOCTOR_TEST_POISON"
+SCRATCH_PREFIX = "tdw-"  # a worker's scratch root: /tmp/tdw-<pid>, swept by the next worker if it is left behind
+
+
+class GradingEngine(Configurable):
+    """Settings of distributed grading a course root keeps in its nbgrader_config.py."""
+
+    gpu_assignments = List(Unicode(), help="Assignments whose submissions run only on workers that declare a GPU "
+                           "(Dask resource GPU=1).").tag(config=True)
+    allowed_failures = Int(2, help="Worker deaths one submission may cause before it is reported ungraded (Dask's "
+                           "distributed.scheduler.allowed-failures, for local clusters).").tag(config=True)
+
+
+@dataclass
+class Settings:
+    """Where to grade. ``workers``: local worker processes, or Slurm jobs; ``torch_threads``: torch's threads per
+    kernel (0: cores // workers on a local cluster, else the node's cores)."""
+
+    engine: str = "local"
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    scheduler: str | None = None
+    torch_threads: int = 0
+    queue: str | None = None
+    cores: int = 1
+    memory: str = "4GiB"
+    walltime: str = "01:00:00"
+    gpus: int = 0
+    job_extra: list[str] = field(default_factory=list)
+    python: str = sys.executable
+    allowed_failures: int = 2
+
+
+def local_gpus() -> int:
+    """GPUs on this machine as ``nvidia-smi -L`` lists them (0 without the tool)."""
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def _environment_for_workers() -> None:
+    """Workers started from here inherit this: nbgrader calls alembic, which must be on PATH."""
+    bin_dir = str(Path(sys.executable).parent)
+    if not os.environ.get("PATH", "").startswith(bin_dir):
+        os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+@contextlib.contextmanager
+def open_client(settings: Settings) -> t.Iterator[t.Any]:
+    """A Dask client on the cluster ``settings`` names, closed (and a cluster started here stopped) on exit."""
+    import dask
+    from distributed import Client
+
+    _environment_for_workers()
+    if settings.engine not in ENGINES:
+        raise ValueError(f"unknown engine {settings.engine!r}; the engines are {', '.join(ENGINES)}")
+    with dask.config.set({"distributed.scheduler.allowed-failures": settings.allowed_failures,
+                          "distributed.worker.daemon": False, "distributed.admin.tick.limit": "60s"}):
+        if settings.engine == "dask":
+            if not settings.scheduler:
+                raise ValueError("ENGINE=dask needs SCHEDULER=tcp://host:port (the Dask scheduler's address)")
+            with Client(settings.scheduler, timeout="30s") as client:
+                yield client
+            return
+        if settings.engine == "local":
+            from distributed import LocalCluster
+
+            gpus = local_gpus()
+            cluster = LocalCluster(n_workers=max(1, settings.workers), threads_per_worker=1, processes=True,
+                                   dashboard_address=None, silence_logs=logging.ERROR,
+                                   resources={GPU: 1} if gpus else None)
+        else:
+            cluster = slurm_cluster(settings)
+            cluster.scale(jobs=max(1, settings.workers))
+        try:
+            with Client(cluster) as client:
+                yield client
+        finally:
+            cluster.close()
+
+
+def slurm_cluster(settings: Settings) -> t.Any:
+    """dask-jobqueue's SLURMCluster: one job per worker process with one thread, ``cores`` cores for its kernels."""
+    from dask_jobqueue import SLURMCluster
+
+    extra = list(settings.job_extra)
+    resources = []
+    if settings.gpus:
+        extra.append(f"--gres=gpu:{settings.gpus}")
+        resources = ["--resources", f"{GPU}={settings.gpus}"]
+    return SLURMCluster(
+        queue=settings.queue, cores=settings.cores, processes=1, memory=settings.memory, walltime=settings.walltime,
+        python=settings.python, job_extra_directives=extra, worker_extra_args=["--nthreads", "1", *resources],
+        scheduler_options={"dashboard_address": None}, log_directory=None, local_directory=tempfile.gettempdir())
+
+
+def torch_threads(settings: Settings, client: t.Any) -> int:
+    if settings.torch_threads:
+        return settings.torch_threads
+    if settings.engine == "local":
+        return max(1, (os.cpu_count() or 1) // max(1, len(client.scheduler_info()["workers"])))
+    if settings.engine == "slurm":
+        return max(1, settings.cores)
+    return 0  # a worker of someone else's cluster: one per core of its node
+
+
+# ---- the worker's side -------------------------------------------------------------------------------------------
+
+def _sweep_scratch(root: str) -> None:
+    """Unmount and remove the scratch roots of workers that are gone (killed mid-run): kernels' socket folders
+    are tmpfs mounts in the worker's mount namespace when grading as root."""
+    for folder in glob.glob(os.path.join(root, f"{SCRATCH_PREFIX}*")):
+        try:
+            pid = int(folder.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if pid == os.getpid() or os.path.exists(f"/proc/{pid}"):
+            continue
+        for mount in left_mounts(folder):
+            unmount(mount)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def left_mounts(under: str) -> list[str]:
+    """Mount points below ``under`` in this process's mount namespace, deepest first."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    points = [line.split()[1] for line in lines if len(line.split()) > 1]
+    return sorted((p for p in points if p.startswith(under.rstrip("/") + "/")), key=len, reverse=True)
+
+
+def worker_scratch() -> str:
+    return os.path.join(tempfile.gettempdir(), f"{SCRATCH_PREFIX}{os.getpid()}")
+
+
+class ZygotePlugin(WorkerPlugin):
+    """A Dask worker plugin: the worker's zygote starts when the worker joins (or when the plugin is registered),
+    and stops, with every kernel it forked, when the worker leaves or the run unregisters the plugin."""
+
+    name = PLUGIN
+
+    def setup(self, worker: t.Any = None) -> None:
+        from course_tools.grading.zygote import shared_zygote
+
+        _environment_for_workers()
+        _sweep_scratch(tempfile.gettempdir())
+        os.makedirs(worker_scratch(), exist_ok=True)
+        shared_zygote()  # imports torch in its own process while the worker waits for tasks
+
+    def teardown(self, worker: t.Any = None) -> None:
+        from course_tools.grading import zygote
+
+        if zygote._shared is not None:
+            zygote._shared.close()
+            zygote._shared = None
+        for mount in left_mounts(worker_scratch()):
+            unmount(mount)
+        shutil.rmtree(worker_scratch(), ignore_errors=True)
+
+
+def worker_state() -> dict[str, t.Any]:
+    """What a worker has running and mounted besides itself: its child processes and the mounts below its scratch
+    roots (the tests check both are empty after a run)."""
+    me = str(os.getpid())
+    children = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:
+            children.append(int(stat.split("/")[2]))
+    mounts = [m for m in left_mounts(tempfile.gettempdir()) if f"/{SCRATCH_PREFIX}" in m]
+    return {"pid": os.getpid(), "children": children, "mounts": mounts}
+
+
+def _write_files(folder: Path, files: dict[str, t.Any]) -> None:
+    """A submission's files: bytes for a plain file, ("link", target) for a symbolic link (recreated, never
+    followed: grading leaves links out and reports them)."""
+    for name, data in files.items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, tuple):
+            os.symlink(data[1], target)
+        else:
+            target.write_bytes(data)
+
+
+def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundle:
+    """On a worker: nbgrader's hardened autograde of one submission in a private course; its bundle."""
+    from nbgrader.converters import Autograde
+    from nbgrader.coursedir import CourseDirectory
+
+    from course_tools.grading.execute import TIMINGS_ENV
+    from course_tools.grading.zygote import shared_zygote
+
+    assignment, student = template["assignment"], job["student"]
+    if os.environ.get(POISON_ENV) == student:
+        os._exit(86)
+    os.makedirs(worker_scratch(), exist_ok=True)
+    bundle = Bundle(assignment=assignment, student=student, run=job["run"], status="failed", host=socket.gethostname())
+    log_lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: log_lines.append(f"{record.levelname} {record.getMessage()}")  # type: ignore
+    with tempfile.TemporaryDirectory(prefix="tdgrade-", dir=worker_scratch()) as scratch:
+        course = Path(scratch, "course")
+        (course / "source" / assignment).mkdir(parents=True)
+        (course / "nbgrader_config.py").write_text(template["config"])
+        (course / "gradebook.db").write_bytes(template["gradebook"])
+        _write_files(course / "source" / assignment, template["source"])
+        submitted = course / "submitted" / student / assignment
+        submitted.mkdir(parents=True)
+        _write_files(submitted, job["files"])
+        timings = Path(scratch, "timings.jsonl")
+        config = load_config(course)
+        config.CourseDirectory.root = str(course)
+        config.CourseDirectory.student_id = student
+        config.CourseDirectory.assignment_id = assignment
+        config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+        config.CourseDirectory.course_id = template["course_id"]
+        config.BaseConverter.force = True
+        config.SandboxedKernelManager.scratch_root = worker_scratch()
+        if job.get("torch_threads"):
+            config.SandboxedKernelManager.torch_threads = job["torch_threads"]
+        os.environ[TIMINGS_ENV] = str(timings)  # one task at a time per worker process (one thread)
+        cwd = os.getcwd()
+        converter = Autograde(coursedir=CourseDirectory(config=config), config=config)
+        converter.log.addHandler(handler)
+        try:
+            converter.start()
+            done = True
+        except (Exception, SystemExit) as exc:  # nbgrader gives up on a submission by raising
+            done = False
+            bundle.reason = f"nbgrader gave up on it ({type(exc).__name__}: {exc})"
+        finally:
+            converter.log.removeHandler(handler)
+            os.chdir(cwd)
+            os.environ.pop(TIMINGS_ENV, None)
+        graded = course / "autograded" / student / assignment
+        if done and graded.is_dir():
+            bundle.status = "graded"
+            bundle.files = {str(p.relative_to(graded)): p.read_bytes() for p in sorted(graded.rglob("*"))
+                            if p.is_file() and not p.is_symlink()}
+        elif done:
+            bundle.reason = "nbgrader gave up on it (no autograded notebook)"
+        if timings.is_file():
+            import json
+
+            bundle.events = [json.loads(line) for line in timings.read_text().splitlines()]
+        bundle.protections = shared_zygote().protections.to_dict()
+        bundle.log = "\n".join(log_lines[-30:])
+    return bundle
+
+
+# ---- the driver's side -------------------------------------------------------------------------------------------
+
+def submission_files(folder: Path) -> dict[str, t.Any]:
+    """A submitted folder as ``_write_files`` takes it; links by their target text, never followed; special files
+    (FIFOs, devices) left out, as grading leaves them out."""
+    files: dict[str, t.Any] = {}
+    for path in sorted(folder.rglob("*")):
+        name = str(path.relative_to(folder))
+        if path.is_symlink():
+            files[name] = ("link", os.readlink(path))
+        elif path.is_file():
+            files[name] = path.read_bytes()
+    return files
+
+
+def make_template(course: Path, assignment: str, db_url: str, course_id: str, scratch: Path) -> dict[str, t.Any]:
+    from course_tools.grading.writer import assignment_template
+
+    target = scratch / f"{assignment}-template.db"
+    target.unlink(missing_ok=True)
+    assignment_template(db_url, course_id, assignment, target)
+    source = course / "source" / assignment
+    return {"assignment": assignment, "course_id": course_id, "gradebook": target.read_bytes(),
+            "config": (course / "nbgrader_config.py").read_text(), "source": submission_files(source)}
+
+
+def is_gpu_assignment(course: Path, assignment: str) -> bool:
+    return assignment in GradingEngine(config=load_config(course)).gpu_assignments
+
+
+@dataclass
+class Outcome:
+    """What one assignment's batch gave: the students left ungraded (student -> why), the bundles' protections
+    by host, the timings events, the lines of dropped results, and when each worker received its last result."""
+
+    ungraded: dict[str, str] = field(default_factory=dict)
+    protections: dict[str, dict] = field(default_factory=dict)
+    events: list[dict] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    workers: int = 0
+    ended: dict[int, float] = field(default_factory=dict)
+
+
+def grade(client: t.Any, course: Path, assignment: str, students: list[str], writer: t.Any, *, db_url: str,
+          course_id: str, scratch: Path, threads: int = 0, gpu: bool = False,
+          on_result: t.Callable[[str, int], None] | None = None) -> Outcome:
+    """Send one task per student, record each bundle as it arrives; every student ends recorded or ungraded."""
+    from distributed import as_completed
+
+    outcome = Outcome(workers=len(client.scheduler_info()["workers"]))
+    template = client.scatter(make_template(course, assignment, db_url, course_id, scratch), broadcast=True,
+                              hash=False)
+    writer.expect(students)
+    futures = {}
+    for student in students:
+        job = {"student": student, "run": writer.run, "torch_threads": threads,
+               "files": submission_files(course / "submitted" / student / assignment)}
+        future = client.submit(grade_submission, template, job, key=f"grade-{assignment}-{student}-{writer.run}",
+                               pure=False, resources={GPU: 1} if gpu else None)
+        futures[future] = student
+    done = 0
+    try:
+        for future in as_completed(futures):
+            student = futures[future]
+            if future.status != "finished":
+                exc = future.exception()
+                name = type(exc).__name__
+                why = (f"it killed its worker repeatedly ({name}: {exc})" if name == "KilledWorker"
+                       else f"its grading task failed ({name}: {exc})")
+                outcome.ungraded[student] = why
+                writer.give_up(student)
+                continue
+            bundle = future.result()
+            future.release()
+            outcome.events += bundle.events
+            outcome.protections.setdefault(bundle.host, bundle.protections)
+            for event in bundle.events:
+                outcome.ended[event["pid"]] = time.time()
+            why = writer.record(bundle)
+            if why:
+                outcome.ungraded[student] = why
+            done += 1
+            if on_result:
+                on_result(student, done)
+    finally:
+        for future in futures:
+            if not future.done():
+                future.cancel()
+    outcome.dropped = list(writer.dropped)
+    return outcome
+
+
+@contextlib.contextmanager
+def zygotes(client: t.Any) -> t.Iterator[None]:
+    """The zygote plugin on every worker of the cluster for the run, unregistered at its end (each worker's
+    zygote, and any kernel left, stop with it)."""
+    client.register_plugin(ZygotePlugin(), name=PLUGIN)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            client.unregister_worker_plugin(PLUGIN)

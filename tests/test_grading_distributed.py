@@ -1,0 +1,208 @@
+"""Distributed grading (course_tools/grading/engine.py, writer.py): the same scores on an existing Dask cluster with
+a PostgreSQL gradebook as on the default local cluster with SQLite; a lost worker's submissions graded elsewhere,
+once; a submission that keeps killing its workers reported ungraded; one gradebook writer that drops duplicate and
+late results; nothing left running or mounted on the workers.
+
+A private PostgreSQL (initdb and pg_ctl in a temporary folder) and a Dask scheduler with two worker processes are
+started here and always stopped (course_tools/grading_cluster.py). Slow: it grades the hw1 and attack corpora
+twice; `make test` runs it as a part of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from course_tools import grading_corpus
+from course_tools.grading import attack_corpus, autograde, engine
+from course_tools.grading.writer import Bundle, GradebookWriter
+from course_tools.grading.zygote import unprotected_refusal
+from course_tools.grading_cluster import dask_cluster, postgres_bin, private_postgres
+
+HW1 = "hw1_dimensions"
+POISON = "poison"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def protected():
+    line = unprotected_refusal()
+    if line:
+        pytest.skip(line)
+
+
+@pytest.fixture(scope="module")
+def postgres(tmp_path_factory):
+    if postgres_bin() is None:
+        pytest.fail("PostgreSQL is not installed (make test installs it as root: apt-get install postgresql)")
+    with private_postgres(tmp_path_factory.mktemp("pg")) as pg:
+        yield pg
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    # One worker death per submission is allowed: the poison submission is given up after its second kill.
+    with dask_cluster(tmp_path_factory.mktemp("dask"), workers=2, env={engine.POISON_ENV: POISON},
+                      scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"}) as processes:
+        yield processes
+
+
+def _dask(cluster) -> tuple[str, ...]:
+    return ("--engine", "dask", "--scheduler", cluster.address)
+
+
+def _worker_states(cluster) -> dict:
+    from distributed import Client
+
+    with Client(cluster.address, timeout="30s") as client:
+        return client.run(engine.worker_state)
+
+
+def test_hw1_corpus_on_dask_with_postgres_scores_as_local_with_sqlite(tmp_path, postgres, cluster):
+    submissions = grading_corpus.load_corpus(HW1)
+    local = grading_corpus.grade(HW1, submissions, tmp_path / "local")
+    url = postgres.database("hw1")
+    distributed = grading_corpus.grade(HW1, submissions, tmp_path / "dask", args=_dask(cluster), db_url=url)
+    assert distributed == local
+    found = [p for s in submissions for p in grading_corpus.problems(s, distributed[s.name])]
+    assert not found, "\n".join(found)
+    strip = ("protections_by_host", "dropped_results")
+    results = [{k: v for k, v in json.loads((tmp_path / where / "course" / "results" / f"{HW1}.json").read_text())
+                .items() if k not in strip} for where in ("local", "dask")]
+    assert results[0] == results[1]
+    grades = (tmp_path / "dask" / "course" / "grades.csv").read_text().splitlines()
+    assert len(grades) == 1 + len(submissions)  # nbgrader export read the PostgreSQL gradebook
+    states = _worker_states(cluster)
+    assert all(not s["children"] and not s["mounts"] for s in states.values()), states
+
+
+def test_attack_corpus_on_dask_with_postgres_scores_as_local_with_sqlite(tmp_path, postgres, cluster):
+    attacks = attack_corpus.load()
+    local = attack_corpus.grade(tmp_path / "local", attacks)
+    distributed = attack_corpus.grade(tmp_path / "dask", attacks, args=_dask(cluster),
+                                      db_url=postgres.database("attacks"))
+    assert not attack_corpus.problems(attacks, distributed)
+    assert distributed["scores"] == local["scores"]
+    for key in ("results", "tampering", "ungraded", "submitted_files_changed", "protections"):
+        assert distributed["results"][key] == local["results"][key], key
+    assert distributed["connections"] == 0
+
+
+@pytest.fixture(scope="module")
+def failures(tmp_path_factory, postgres, cluster):
+    """hw1 graded on the cluster while one worker is killed mid-run, with a poison submission among them."""
+    scratch = tmp_path_factory.mktemp("failures")
+    submissions = grading_corpus.load_corpus(HW1)[:8]
+    poison = grading_corpus.Submission(name=POISON, base="solution", why="kills the worker that grades it", loses=[])
+    url = postgres.database("failures")
+    killed: list[int] = []
+
+    def kill_one_busy_worker() -> None:
+        from distributed import Client
+
+        with Client(cluster.address, timeout="30s") as client:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                busy = [w for w, tasks in client.processing().items()
+                        if any(str(k).startswith(f"grade-{HW1}-") and POISON not in str(k) for k in tasks)]
+                if busy:
+                    pid = client.run(__import__("os").getpid, workers=[busy[0]])[busy[0]]
+                    time.sleep(0.5)  # mid-task
+                    __import__("os").kill(pid, 9)
+                    killed.append(pid)
+                    return
+                time.sleep(0.1)
+
+    thread = threading.Thread(target=kill_one_busy_worker, daemon=True)
+    thread.start()
+    try:
+        grading_corpus.grade(HW1, [*submissions, poison], scratch, args=_dask(cluster), db_url=url)
+        status = 0
+    except RuntimeError:
+        status = 1
+    thread.join(timeout=60)
+    course = scratch / "course"
+    return {"course": course, "status": status, "killed": killed, "url": url, "submissions": submissions,
+            "results": json.loads((course / "results" / f"{HW1}.json").read_text()),
+            "hashes_before": None}
+
+
+def test_a_killed_worker_loses_no_submission_and_none_is_graded_twice(failures):
+    assert failures["killed"], "the test killed no worker"
+    results = failures["results"]
+    names = {s.name for s in failures["submissions"]}
+    assert results["ungraded"] == [POISON]
+    assert results["submitted_files_changed"] == []
+    graded = {r["student"] for r in results["results"]}
+    assert names <= graded
+    with Gradebook(failures["url"], "torch-doctor") as gb:
+        submissions = gb.find_assignment(HW1).submissions
+        per_student = {}
+        for sub in submissions:
+            per_student[sub.student_id] = per_student.get(sub.student_id, 0) + 1
+        assert all(n == 1 for n in per_student.values()), per_student
+        for sub in submissions:
+            if sub.student_id == POISON:
+                continue
+            cells = [g.name for nb in sub.notebooks for g in nb.grades]
+            assert len(cells) == len(set(cells)) and cells, (sub.student_id, cells)
+            assert all(g.auto_score is not None for nb in sub.notebooks for g in nb.grades), sub.student_id
+    for s in failures["submissions"]:
+        scores = {g: (p, m) for g, p, m in ((r["test"], r["points"], r["max"]) for r in results["results"]
+                                           if r["student"] == s.name)}
+        assert not grading_corpus.problems(s, scores)
+
+
+def test_a_poison_submission_is_reported_ungraded_with_the_reason(failures):
+    assert failures["status"] == 1
+    why = failures["results"]["ungraded_why"][POISON]
+    assert "killed its worker" in why, why
+    assert not (failures["course"] / "autograded" / POISON).exists()
+
+
+def test_nothing_is_left_running_or_mounted_on_the_workers(failures, cluster):
+    states = _worker_states(cluster)
+    assert len(states) == 2
+    assert all(not s["children"] and not s["mounts"] for s in states.values()), states
+
+
+# ---- the one writer ----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def toy_course(tmp_path_factory):
+    return attack_corpus.make_course(tmp_path_factory.mktemp("writer"))
+
+
+def _bundle(course: Path, student: str, run: str, executed: bool = True) -> Bundle:
+    nb = nbformat.read(course / "source" / attack_corpus.ASSIGNMENT / f"{attack_corpus.ASSIGNMENT}.ipynb", 4)
+    nb.metadata.pop("language_info", None)
+    if executed:
+        nb.metadata["language_info"] = {"name": "python"}
+    return Bundle(assignment=attack_corpus.ASSIGNMENT, student=student, run=run, status="graded",
+                  files={f"{attack_corpus.ASSIGNMENT}.ipynb": nbformat.writes(nb).encode()})
+
+
+def test_the_writer_records_once_and_drops_duplicate_late_and_foreign_results(toy_course, tmp_path):
+    url, course_id = autograde.gradebook_url(toy_course)
+    writer = GradebookWriter(toy_course, attack_corpus.ASSIGNMENT, "run1", url, course_id, tmp_path)
+    writer.expect(["ann", "bob", "cid"])
+    assert writer.record(_bundle(toy_course, "ann", "run1")) is None
+    assert "duplicate" in writer.record(_bundle(toy_course, "ann", "run1"))
+    assert "another run" in writer.record(_bundle(toy_course, "bob", "run0"))
+    assert "another run" in writer.record(_bundle(toy_course, "zed", "run1"))
+    writer.give_up("bob")
+    assert "late" in writer.record(_bundle(toy_course, "bob", "run1"))
+    assert "never executed" in writer.record(_bundle(toy_course, "cid", "run1", executed=False))
+    failed = Bundle(attack_corpus.ASSIGNMENT, "cid", "run1", status="failed", reason="nbgrader gave up")
+    assert "nbgrader gave up" in writer.record(failed)
+    assert len(writer.dropped) == 4
+    with Gradebook(url, course_id) as gb:
+        students = sorted(s.student_id for s in gb.find_assignment(attack_corpus.ASSIGNMENT).submissions)
+    assert students == ["ann"]
+    name = attack_corpus.ASSIGNMENT
+    assert (toy_course / "autograded" / "ann" / name / f"{name}.ipynb").is_file()

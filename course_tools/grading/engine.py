@@ -114,7 +114,10 @@ def open_client(settings: Settings) -> t.Iterator[t.Any]:
     _environment_for_workers()
     if settings.engine not in ENGINES:
         raise ValueError(f"unknown engine {settings.engine!r}; the engines are {', '.join(ENGINES)}")
+    # worker-saturation 1.0: a worker holds only the task it runs, so a worker's death counts against that task only
+    # (Dask counts it against every task the worker held, and gives up on a task after allowed-failures deaths).
     with dask.config.set({"distributed.scheduler.allowed-failures": settings.allowed_failures,
+                          "distributed.scheduler.worker-saturation": 1.0,
                           "distributed.worker.daemon": False, "distributed.admin.tick.limit": "60s"}):
         if settings.engine == "dask":
             if not settings.scheduler:
@@ -208,6 +211,11 @@ class ZygotePlugin(WorkerPlugin):
         _sweep_scratch(tempfile.gettempdir())
         os.makedirs(worker_scratch(), exist_ok=True)
         shared_zygote()  # imports torch in its own process while the worker waits for tasks
+        # What the first task would import (the configured preprocessors, the exporter), while the zygote starts.
+        import course_tools.grading.collect  # noqa: F401
+        import course_tools.grading.compat  # noqa: F401
+        import course_tools.grading.restore  # noqa: F401
+        import course_tools.grading.verdict  # noqa: F401
 
     def teardown(self, worker: t.Any = None) -> None:
         from course_tools.grading import zygote
@@ -340,6 +348,10 @@ def make_template(course: Path, assignment: str, db_url: str, course_id: str, sc
             "config": (course / "nbgrader_config.py").read_text(), "source": submission_files(source)}
 
 
+def _template(template: dict[str, t.Any]) -> dict[str, t.Any]:
+    return template
+
+
 def is_gpu_assignment(course: Path, assignment: str) -> bool:
     return assignment in GradingEngine(config=load_config(course)).gpu_assignments
 
@@ -364,27 +376,58 @@ def grade(client: t.Any, course: Path, assignment: str, students: list[str], wri
     from distributed import as_completed
 
     outcome = Outcome(workers=len(client.scheduler_info()["workers"]))
-    template = client.scatter(make_template(course, assignment, db_url, course_id, scratch), broadcast=True,
-                              hash=False)
+    # A task, not scattered data: scattered data lost with every worker that held it (a poison submission kills
+    # them one after the other) could not be made again; a task's result is computed again from its arguments.
+    template = client.submit(_template, make_template(course, assignment, db_url, course_id, scratch),
+                             key=f"template-{assignment}-{writer.run}", pure=False)
     writer.expect(students)
-    futures = {}
-    for student in students:
-        job = {"student": student, "run": writer.run, "torch_threads": threads,
-               "files": submission_files(course / "submitted" / student / assignment)}
-        future = client.submit(grade_submission, template, job, key=f"grade-{assignment}-{student}-{writer.run}",
-                               pure=False, resources={GPU: 1} if gpu else None)
+    futures: dict[t.Any, str] = {}
+    jobs: dict[str, dict] = {}
+    resent: dict[str, int] = {}
+
+    waiting = list(reversed(students))
+
+    def send(student: str) -> t.Any:
+        if student not in jobs:
+            jobs[student] = {"student": student, "run": writer.run, "torch_threads": threads,
+                             "files": submission_files(course / "submitted" / student / assignment)}
+        key = (f"grade-{assignment}", student, f"{writer.run}-{resent.get(student, 0)}")
+        future = client.submit(grade_submission, template, jobs[student], key=key, pure=False,
+                               resources={GPU: 1} if gpu else None)
         futures[future] = student
+        return future
+
+    def fill(queue: t.Any) -> None:
+        """Keep as many tasks in flight as the cluster has worker threads, no more: a worker then holds only the
+        task it runs, and when it dies Dask counts that death against that task alone (it counts it against
+        every task the worker held, and gives up on a task after allowed-failures deaths)."""
+        slots = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
+        while waiting and queue.count() < max(1, slots):
+            queue.add(send(waiting.pop()))
+
     done = 0
+    queue = as_completed()
+    fill(queue)
     try:
-        for future in as_completed(futures):
+        for future in queue:
+            fill(queue)
             student = futures[future]
-            if future.status != "finished":
+            if future.status == "error":
                 exc = future.exception()
                 name = type(exc).__name__
                 why = (f"it killed its worker repeatedly ({name}: {exc})" if name == "KilledWorker"
                        else f"its grading task failed ({name}: {exc})")
                 outcome.ungraded[student] = why
                 writer.give_up(student)
+                continue
+            if future.status != "finished":  # lost or cancelled on the scheduler's side: send it again, 3 times
+                resent[student] = resent.get(student, 0) + 1
+                if resent[student] > 3:
+                    outcome.ungraded[student] = f"its grading task was lost {resent[student]} times ({future.status})"
+                    writer.give_up(student)
+                else:
+                    waiting.append(student)
+                    fill(queue)
                 continue
             bundle = future.result()
             future.release()

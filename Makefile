@@ -40,6 +40,7 @@ lab: setup
 
 # Everything CI checks: lint, the notebooks and pytest side by side, a time per part; ends with pytest's summary line.
 test: setup
+	@bash .ci/grading_services.sh install
 	$(BIN)/python -m course_tools.test_all --device $(DEVICE)
 
 lint: setup

@@ -123,8 +123,10 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @contextlib.contextmanager
 def dask_cluster(folder: Path, workers: int = 2, env: dict[str, str] | None = None,
-                 scheduler_env: dict[str, str] | None = None, timeout: float = 120) -> t.Iterator[DaskProcesses]:
-    """A scheduler and ``workers`` worker processes on this machine, stopped (process groups killed) on exit."""
+                 scheduler_env: dict[str, str] | None = None, timeout: float = 120,
+                 worker_args: dict[int, list[str]] | None = None) -> t.Iterator[DaskProcesses]:
+    """A scheduler and ``workers`` worker processes on this machine, stopped (process groups killed) on exit.
+    ``worker_args``: more arguments for some workers, by number (``{1: ["--resources", "GPU=1"]}``)."""
     folder.mkdir(parents=True, exist_ok=True)
     scheduler_file = folder / "scheduler.json"
     base = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -146,7 +148,7 @@ def dask_cluster(folder: Path, workers: int = 2, env: dict[str, str] | None = No
         address = json.loads(scheduler_file.read_text())["address"]
         for i in range(workers):
             start(["worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--name", f"w{i}",
-                   "--local-directory", str(folder / f"w{i}")], env, f"worker{i}.log")
+                   "--local-directory", str(folder / f"w{i}"), *(worker_args or {}).get(i, [])], env, f"worker{i}.log")
         from distributed import Client
 
         with Client(address, timeout="60s") as client:

@@ -82,12 +82,13 @@ def build_notebook(submission: Submission, bases: dict[str, NotebookNode]) -> No
 
 
 def grade(assignment: str, submissions: list[Submission], scratch: Path, args: tuple[str, ...] = (),
-          db_url: str | None = None) -> dict[str, dict[str, tuple[float, float]]]:
+          db_url: str | None = None, config_extra: str = "") -> dict[str, dict[str, tuple[float, float]]]:
     """Autograde the submissions in a scratch course; per student, grade cell -> (score, max score). ``args`` go to
-    the autograde command (an engine, a scheduler); ``db_url`` is the gradebook (default: SQLite in the course)."""
+    the autograde command (an engine, a scheduler); ``db_url`` is the gradebook (default: SQLite in the course);
+    ``config_extra`` is added to the course's nbgrader_config.py."""
     course = scratch / "course"
     course.mkdir(parents=True)
-    shutil.copy(COURSE / "nbgrader_config.py", course)
+    (course / "nbgrader_config.py").write_text((COURSE / "nbgrader_config.py").read_text() + "\n" + config_extra + "\n")
     shutil.copytree(COURSE / "source" / assignment, course / "source" / assignment)
     nbgrader("generate_assignment", assignment, "--force", *db_args(db_url), course=course)
 

@@ -17,12 +17,17 @@ from course_tools.release import REPO
 LOGS = REPO / "build" / "test-logs"
 
 
+# Distributed grading (a private PostgreSQL, a Dask cluster, a one-node Slurm): slow, a part of its own.
+DISTRIBUTED = ["tests/test_grading_distributed.py", "tests/test_grading_slurm.py"]
+
+
 def parts(device: str) -> dict[str, list[str]]:
     py = sys.executable
     return {
         "lint": [str(Path(py).with_name("ruff")), "check", "."],
         "notebooks": [py, "-m", "course_tools.run_notebooks", "--device", device],
-        "pytest": [py, "-m", "pytest"],
+        "distributed": [py, "-m", "pytest", *DISTRIBUTED],
+        "pytest": [py, "-m", "pytest", *(f"--ignore={path}" for path in DISTRIBUTED)],
     }
 
 
@@ -38,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         running[name] = (subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT), log, started)
         print(f"started {name}: {' '.join(command)}", flush=True)
     results = {}
-    order = ["lint", "notebooks", "pytest"]
+    order = ["lint", "notebooks", "distributed", "pytest"]
     while running:
         for name in [n for n in order if n in running]:
             proc, log, t0 = running[name]

@@ -72,7 +72,7 @@ def test_hw1_corpus_on_dask_with_postgres_scores_as_local_with_sqlite(tmp_path, 
     assert distributed == local
     found = [p for s in submissions for p in grading_corpus.problems(s, distributed[s.name])]
     assert not found, "\n".join(found)
-    strip = ("protections_by_host", "dropped_results")
+    strip = ("protections_by_host", "dropped_results", "graded_by")
     results = [{k: v for k, v in json.loads((tmp_path / where / "course" / "results" / f"{HW1}.json").read_text())
                 .items() if k not in strip} for where in ("local", "dask")]
     assert results[0] == results[1]
@@ -172,6 +172,17 @@ def test_nothing_is_left_running_or_mounted_on_the_workers(failures, cluster):
     states = _worker_states(cluster)
     assert len(states) == 2
     assert all(not s["children"] and not s["mounts"] for s in states.values()), states
+
+
+def test_a_gpu_assignment_runs_only_on_workers_that_declare_a_gpu(tmp_path):
+    """Two workers, one declaring GPU=1 (a label: no GPU is needed to check where the tasks go)."""
+    submissions = grading_corpus.load_corpus(HW1)[:3]
+    with dask_cluster(tmp_path / "dask", workers=2, worker_args={1: ["--resources", "GPU=1"]}) as gpu_cluster:
+        scores = grading_corpus.grade(HW1, submissions, tmp_path / "grade", args=_dask(gpu_cluster),
+                                      config_extra=f"c.GradingEngine.gpu_assignments = [{HW1!r}]")
+    results = json.loads((tmp_path / "grade" / "course" / "results" / f"{HW1}.json").read_text())
+    assert {w.split("@")[0] for w in results["graded_by"].values()} == {"w1"}, results["graded_by"]
+    assert not [p for s in submissions for p in grading_corpus.problems(s, scores[s.name])]
 
 
 # ---- the one writer ----------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from pathlib import Path  # noqa: E402
 
 from nbgrader.api import Gradebook, MissingEntry  # noqa: E402
 from nbgrader.apps.exportapp import ExportApp  # noqa: E402
+from traitlets.config import Config  # noqa: E402
 
 from course_tools.grading import compat, engine, results  # noqa: E402
 from course_tools.grading.sandbox import Protections  # noqa: E402
@@ -76,11 +77,15 @@ def submitted_hashes(course: Path, assignment: str, students: list[str]) -> dict
     return hashes
 
 
+def course_config(course: Path) -> Config:
+    """The course root's nbgrader configuration (empty without a nbgrader_config.py)."""
+    return load_config(course) if (course / "nbgrader_config.py").is_file() else Config()
+
+
 def gradebook_url(course: Path, db_url: str | None = None) -> tuple[str, str]:
     """The gradebook's URL (``db_url``, else the course configuration's, else nbgrader's default: SQLite in the
     course root) and the course id (nbgrader on PostgreSQL needs one: its rows refer to the course)."""
-    config = load_config(course) if (course / "nbgrader_config.py").is_file() else None
-    coursedir = config.CourseDirectory if config is not None else {}
+    coursedir = course_config(course).get("CourseDirectory", {})
     url = db_url or coursedir.get("db_url") or f"sqlite:///{course / 'gradebook.db'}"
     course_id = coursedir.get("course_id") or "default_course"
     return url, course_id
@@ -191,7 +196,8 @@ def grade_assignment(course: Path, assignment: str, client: object, settings: en
     target = results.write(course, assignment, students, {
         "protections": protections.to_dict(), "protections_by_host": outcome.protections, "ungraded": lost,
         "ungraded_why": {s: outcome.ungraded.get(s, "no score for some graded cell") for s in lost},
-        "dropped_results": outcome.dropped, "submitted_files_changed": changed}, db_url=url)
+        "dropped_results": outcome.dropped, "graded_by": outcome.graded_by, "submitted_files_changed": changed},
+        db_url=url)
     spent = batch_timings(outcome.events, started, outcome.ended, time.time(), len(todo))
     print(f"{assignment}: graded {len(students) - len(lost)} of {len(students)} submissions in "
           f"{time.time() - started:.1f} s with {outcome.workers} {settings.engine} workers; results in "
@@ -268,7 +274,8 @@ def run(argv: list[str] | None = None) -> Batch:
     ok, timings = True, {}
     settings = engine.Settings(engine=args.engine, workers=max(1, args.workers), scheduler=args.scheduler,
                                torch_threads=args.torch_threads, queue=args.queue, cores=args.cores,
-                               memory=args.memory, walltime=args.walltime, gpus=args.gpus)
+                               memory=args.memory, walltime=args.walltime, gpus=args.gpus,
+                               allowed_failures=engine.GradingEngine(config=course_config(course)).allowed_failures)
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="autograde-") as scratch, engine.open_client(settings) as client, \
             engine.zygotes(client):

@@ -114,11 +114,10 @@ def open_client(settings: Settings) -> t.Iterator[t.Any]:
     _environment_for_workers()
     if settings.engine not in ENGINES:
         raise ValueError(f"unknown engine {settings.engine!r}; the engines are {', '.join(ENGINES)}")
-    # worker-saturation 1.0: a worker holds only the task it runs, so a worker's death counts against that task only
-    # (Dask counts it against every task the worker held, and gives up on a task after allowed-failures deaths).
+    # For the schedulers started here (local, slurm): how many worker deaths a submission may cause, and no task
+    # queued on a worker beside the one it runs (``grade`` keeps it so on any cluster).
     with dask.config.set({"distributed.scheduler.allowed-failures": settings.allowed_failures,
-                          "distributed.scheduler.worker-saturation": 1.0,
-                          "distributed.worker.daemon": False, "distributed.admin.tick.limit": "60s"}):
+                          "distributed.scheduler.worker-saturation": 1.0, "distributed.admin.tick.limit": "60s"}):
         if settings.engine == "dask":
             if not settings.scheduler:
                 raise ValueError("ENGINE=dask needs SCHEDULER=tcp://host:port (the Dask scheduler's address)")
@@ -244,6 +243,15 @@ def worker_state() -> dict[str, t.Any]:
     return {"pid": os.getpid(), "children": children, "mounts": mounts}
 
 
+def _worker_name() -> str:
+    from distributed import get_worker
+
+    try:
+        return str(get_worker().name)
+    except ValueError:  # not in a Dask worker (called directly)
+        return ""
+
+
 def _write_files(folder: Path, files: dict[str, t.Any]) -> None:
     """A submission's files: bytes for a plain file, ("link", target) for a symbolic link (recreated, never
     followed: grading leaves links out and reports them)."""
@@ -268,7 +276,8 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
     if os.environ.get(POISON_ENV) == student:
         os._exit(86)
     os.makedirs(worker_scratch(), exist_ok=True)
-    bundle = Bundle(assignment=assignment, student=student, run=job["run"], status="failed", host=socket.gethostname())
+    bundle = Bundle(assignment=assignment, student=student, run=job["run"], status="failed", host=socket.gethostname(),
+                    worker=_worker_name())
     log_lines: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: log_lines.append(f"{record.levelname} {record.getMessage()}")  # type: ignore
@@ -353,7 +362,8 @@ def _template(template: dict[str, t.Any]) -> dict[str, t.Any]:
 
 
 def is_gpu_assignment(course: Path, assignment: str) -> bool:
-    return assignment in GradingEngine(config=load_config(course)).gpu_assignments
+    config = load_config(course) if (course / "nbgrader_config.py").is_file() else None
+    return config is not None and assignment in GradingEngine(config=config).gpu_assignments
 
 
 @dataclass
@@ -365,6 +375,7 @@ class Outcome:
     protections: dict[str, dict] = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
+    graded_by: dict[str, str] = field(default_factory=dict)
     workers: int = 0
     ended: dict[int, float] = field(default_factory=dict)
 
@@ -433,6 +444,7 @@ def grade(client: t.Any, course: Path, assignment: str, students: list[str], wri
             future.release()
             outcome.events += bundle.events
             outcome.protections.setdefault(bundle.host, bundle.protections)
+            outcome.graded_by[student] = f"{bundle.worker}@{bundle.host}"
             for event in bundle.events:
                 outcome.ended[event["pid"]] = time.time()
             why = writer.record(bundle)

@@ -62,6 +62,7 @@ class Bundle:
     run: str
     status: str
     host: str = ""
+    worker: str = ""
     reason: str = ""
     files: dict[str, bytes] = field(default_factory=dict)
     protections: dict[str, t.Any] = field(default_factory=dict)

@@ -54,8 +54,10 @@ class Postgres:
 
     def database(self, name: str) -> str:
         """Create a database; its URL (nbgrader's db_url)."""
-        subprocess.run([*self.as_user, str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U",
-                        "postgres", name], check=True, capture_output=True)
+        proc = subprocess.run([*self.as_user, str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
+                               "-U", "postgres", name], capture_output=True, text=True, cwd="/")
+        if proc.returncode != 0:
+            raise RuntimeError(f"createdb {name} failed: {proc.stderr.strip()}")
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
 
 

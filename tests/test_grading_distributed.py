@@ -11,6 +11,7 @@ twice; `make test` runs it as a part of its own.
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,18 +37,21 @@ def protected():
         pytest.skip(line)
 
 
+# The services' folders are not pytest's tmp_path: a pytest session started meanwhile on the same machine prunes
+# older sessions' folders, a database's included.
 @pytest.fixture(scope="module")
-def postgres(tmp_path_factory):
+def postgres():
     if postgres_bin() is None:
         pytest.fail("PostgreSQL is not installed (make test installs it as root: apt-get install postgresql)")
-    with private_postgres(tmp_path_factory.mktemp("pg")) as pg:
+    with tempfile.TemporaryDirectory(prefix="td-pg-") as folder, private_postgres(Path(folder)) as pg:
         yield pg
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster():
     # One worker death per submission is allowed: the poison submission is given up after its second kill.
-    with dask_cluster(tmp_path_factory.mktemp("dask"), workers=2, env={engine.POISON_ENV: POISON},
+    with tempfile.TemporaryDirectory(prefix="td-dask-") as folder, dask_cluster(
+            Path(folder), workers=2, env={engine.POISON_ENV: POISON},
                       scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1",
                                      "DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION": "1.0"}) as processes:
         yield processes

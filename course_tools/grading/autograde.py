@@ -39,6 +39,7 @@ import os  # noqa: E402
 import secrets  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+import typing as t  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -47,6 +48,7 @@ from nbgrader.apps.exportapp import ExportApp  # noqa: E402
 from traitlets.config import Config  # noqa: E402
 
 from course_tools.grading import compat, engine, results  # noqa: E402
+from course_tools.grading.references import REFERENCES_ENV  # noqa: E402
 from course_tools.grading.sandbox import Protections  # noqa: E402
 from course_tools.grading.writer import GradebookWriter, load_config  # noqa: E402
 from course_tools.grading.zygote import REPO, machine_protections  # noqa: E402
@@ -232,6 +234,25 @@ def export(course: Path, db_url: str | None = None) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def shared_references(settings: engine.Settings, scratch: Path) -> t.Iterator[None]:
+    """On a local cluster the workers share this machine's disk: the first to need a notebook's references computes
+    them into one file while the others wait (``references.REFERENCES_ENV``), once per batch. Elsewhere each worker
+    computes them once."""
+    if settings.engine != "local":
+        yield
+        return
+    saved = os.environ.get(REFERENCES_ENV)
+    os.environ[REFERENCES_ENV] = str(scratch / "references.json")  # the local workers inherit it
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(REFERENCES_ENV, None)
+        else:
+            os.environ[REFERENCES_ENV] = saved
+
+
 @dataclass
 class Batch:
     status: int
@@ -277,8 +298,8 @@ def run(argv: list[str] | None = None) -> Batch:
                                memory=args.memory, walltime=args.walltime, gpus=args.gpus,
                                allowed_failures=engine.GradingEngine(config=course_config(course)).allowed_failures)
     started = time.time()
-    with tempfile.TemporaryDirectory(prefix="autograde-") as scratch, engine.open_client(settings) as client, \
-            engine.zygotes(client):
+    with tempfile.TemporaryDirectory(prefix="autograde-") as scratch, shared_references(settings, Path(scratch)), \
+            engine.open_client(settings) as client, engine.zygotes(client):
         for assignment in args.assignments or known:
             graded, spent = grade_assignment(course, assignment, client, settings, args.force, Path(scratch),
                                              args.db_url, started)

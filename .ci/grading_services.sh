@@ -39,6 +39,7 @@ slurm_start() {
     local dir=$1 host cpus mem
     mkdir -p "$dir/state" "$dir/spool" "$dir/munge"
     dir=$(cd "$dir" && pwd)
+    chmod 755 "$dir"  # munged runs as the munge account
     host=$(hostname -s)
     cpus=$(nproc)
     mem=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2))

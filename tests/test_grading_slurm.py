@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +23,7 @@ HW1 = "hw1_dimensions"
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
+def slurm():
     if os.geteuid() != 0:
         pytest.skip("a private Slurm needs root (slurmd runs jobs as their users)")
     if not (shutil.which("slurmctld") or os.path.exists("/usr/sbin/slurmctld")):
@@ -29,7 +31,9 @@ def slurm(tmp_path_factory):
     line = unprotected_refusal()
     if line:
         pytest.skip(line)
-    folder = tmp_path_factory.mktemp("slurm")
+    # Not pytest's tmp_path: munged runs as the munge account and must reach its folder (pytest's are private).
+    folder = Path(tempfile.mkdtemp(prefix="td-slurm-"))
+    folder.chmod(0o755)
     saved = os.environ.get("SLURM_CONF")
     try:
         subprocess.run(["bash", str(SCRIPT), "slurm-start", str(folder)], check=True, timeout=120)
@@ -37,6 +41,7 @@ def slurm(tmp_path_factory):
         yield folder
     finally:
         subprocess.run(["bash", str(SCRIPT), "slurm-stop", str(folder)], timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
         if saved is None:
             os.environ.pop("SLURM_CONF", None)
         else:

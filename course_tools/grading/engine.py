@@ -35,6 +35,7 @@ import logging
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -220,7 +221,11 @@ class ZygotePlugin(WorkerPlugin):
         from course_tools.grading import zygote
 
         if zygote._shared is not None:
-            zygote._shared.close()
+            try:
+                zygote._shared.close()
+            except subprocess.TimeoutExpired:  # a loaded machine: it did not exit within close's wait
+                zygote._shared._proc.kill()
+                zygote._shared._proc.wait()
             zygote._shared = None
         for mount in left_mounts(worker_scratch()):
             unmount(mount)
@@ -232,13 +237,13 @@ def worker_state() -> dict[str, t.Any]:
     roots (the tests check both are empty after a run)."""
     me = str(os.getpid())
     children = []
-    for stat in glob.glob("/proc/[0-9]*/stat"):
+    for proc_stat in glob.glob("/proc/[0-9]*/stat"):
         try:
-            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+            fields = Path(proc_stat).read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         if fields[1] == me:
-            children.append(int(stat.split("/")[2]))
+            children.append(int(proc_stat.split("/")[2]))
     mounts = [m for m in left_mounts(tempfile.gettempdir()) if f"/{SCRATCH_PREFIX}" in m]
     return {"pid": os.getpid(), "children": children, "mounts": mounts}
 
@@ -252,16 +257,26 @@ def _worker_name() -> str:
         return ""
 
 
-def _write_files(folder: Path, files: dict[str, t.Any]) -> None:
-    """A submission's files: bytes for a plain file, ("link", target) for a symbolic link (recreated, never
-    followed: grading leaves links out and reports them)."""
+def _write_files(folder: Path, files: dict[str, t.Any], stand_in: Path | None = None) -> None:
+    """A submission's files: bytes for a plain file; ("link", target) for a symbolic link or a special file, made a
+    link to ``stand_in`` (an empty file): grading reports links and leaves them out, so their targets never matter,
+    and on a worker they may not exist (another student's folder) or, worse, exist (the grader's own files)."""
     for name, data in files.items():
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(data, tuple):
-            os.symlink(data[1], target)
+            assert stand_in is not None
+            os.symlink(stand_in, target)
         else:
             target.write_bytes(data)
+
+
+def _reference_problems(source: Path) -> list[str]:
+    """The problems the reference runs of these source notebooks found (``references``), as this worker has them."""
+    from course_tools.grading import references
+
+    found = [references._memo.get(references.digest(path)) for path in sorted(source.glob("*.ipynb"))]
+    return sorted({p for r in found if r is not None for p in getattr(r, "problems", [])})
 
 
 def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundle:
@@ -289,7 +304,9 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
         _write_files(course / "source" / assignment, template["source"])
         submitted = course / "submitted" / student / assignment
         submitted.mkdir(parents=True)
-        _write_files(submitted, job["files"])
+        stand_in = Path(scratch, "link-stand-in")
+        stand_in.write_bytes(b"")
+        _write_files(submitted, job["files"], stand_in)
         timings = Path(scratch, "timings.jsonl")
         config = load_config(course)
         config.CourseDirectory.root = str(course)
@@ -327,6 +344,7 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
 
             bundle.events = [json.loads(line) for line in timings.read_text().splitlines()]
         bundle.protections = shared_zygote().protections.to_dict()
+        bundle.reference_problems = _reference_problems(course / "source" / assignment)
         bundle.log = "\n".join(log_lines[-30:])
     return bundle
 
@@ -334,15 +352,20 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
 # ---- the driver's side -------------------------------------------------------------------------------------------
 
 def submission_files(folder: Path) -> dict[str, t.Any]:
-    """A submitted folder as ``_write_files`` takes it; links by their target text, never followed; special files
-    (FIFOs, devices) left out, as grading leaves them out."""
+    """A submitted folder as ``_write_files`` takes it: plain files' bytes; links and special files (FIFOs, devices)
+    as ("link", their target's text), never followed nor opened (grading reports them and leaves them out)."""
     files: dict[str, t.Any] = {}
-    for path in sorted(folder.rglob("*")):
-        name = str(path.relative_to(folder))
-        if path.is_symlink():
-            files[name] = ("link", os.readlink(path))
-        elif path.is_file():
-            files[name] = path.read_bytes()
+    for current, dirs, names in os.walk(folder):  # never follows links to folders
+        for name in sorted(dirs + names):
+            path = Path(current, name)
+            mode = path.lstat().st_mode
+            if stat.S_ISDIR(mode):
+                continue
+            relative = str(path.relative_to(folder))
+            if stat.S_ISREG(mode):
+                files[relative] = path.read_bytes()
+            else:
+                files[relative] = ("link", os.readlink(path) if path.is_symlink() else "")
     return files
 
 
@@ -354,7 +377,8 @@ def make_template(course: Path, assignment: str, db_url: str, course_id: str, sc
     assignment_template(db_url, course_id, assignment, target)
     source = course / "source" / assignment
     return {"assignment": assignment, "course_id": course_id, "gradebook": target.read_bytes(),
-            "config": (course / "nbgrader_config.py").read_text(), "source": submission_files(source)}
+            "config": (course / "nbgrader_config.py").read_text(),
+            "source": {k: v for k, v in submission_files(source).items() if not isinstance(v, tuple)}}
 
 
 def _template(template: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -376,6 +400,7 @@ class Outcome:
     events: list[dict] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     graded_by: dict[str, str] = field(default_factory=dict)
+    reference_problems: set[str] = field(default_factory=set)
     workers: int = 0
     ended: dict[int, float] = field(default_factory=dict)
 
@@ -445,6 +470,7 @@ def grade(client: t.Any, course: Path, assignment: str, students: list[str], wri
             outcome.events += bundle.events
             outcome.protections.setdefault(bundle.host, bundle.protections)
             outcome.graded_by[student] = f"{bundle.worker}@{bundle.host}"
+            outcome.reference_problems.update(bundle.reference_problems)
             for event in bundle.events:
                 outcome.ended[event["pid"]] = time.time()
             why = writer.record(bundle)

@@ -55,7 +55,8 @@ class Bundle:
     """What a grading host sends back for one submission. ``files``: the autograded folder, relative path -> bytes
     (plain files only); ``status``: "graded" or "failed" (nbgrader gave up: ``reason`` says why, a grade of
     nothing, never retried); ``protections``: those in force on that host; ``events``: the timings lines
-    (``execute.TIMINGS_ENV``) of its notebooks."""
+    (``execute.TIMINGS_ENV``) of its notebooks; ``reference_problems``: what the reference run of its notebooks
+    found wrong with the hidden tests (the instructor's to fix)."""
 
     assignment: str
     student: str
@@ -67,6 +68,7 @@ class Bundle:
     files: dict[str, bytes] = field(default_factory=dict)
     protections: dict[str, t.Any] = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)
+    reference_problems: list[str] = field(default_factory=list)
     log: str = ""
 
 

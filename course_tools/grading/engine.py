@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 import typing as t
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -323,7 +324,9 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
         converter = Autograde(coursedir=CourseDirectory(config=config), config=config)
         converter.log.addHandler(handler)
         try:
-            converter.start()
+            with warnings.catch_warnings():  # nbgrader's own SQLAlchemy warnings, printed by every nbgrader autograde
+                warnings.filterwarnings("ignore", module="nbgrader.api")
+                converter.start()
             done = True
         except (Exception, SystemExit) as exc:  # nbgrader gives up on a submission by raising
             done = False

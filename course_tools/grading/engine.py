@@ -33,6 +33,7 @@ import contextlib
 import glob
 import logging
 import os
+import re
 import shutil
 import socket
 import stat
@@ -330,7 +331,10 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
             done = True
         except (Exception, SystemExit) as exc:  # nbgrader gives up on a submission by raising
             done = False
-            bundle.reason = f"nbgrader gave up on it ({type(exc).__name__}: {exc})"
+            errors = [line for line in log_lines if re.search(r"\w+(Error|Exception|Timeout)\b.*:", line)
+                      and "NbGraderException" not in line]
+            detail = errors[-1] if errors else ""
+            bundle.reason = f"nbgrader gave up on it ({type(exc).__name__}: {exc}) {detail[:600]}".strip()
         finally:
             converter.log.removeHandler(handler)
             os.chdir(cwd)

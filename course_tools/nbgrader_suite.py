@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # alembic
         apps = apps_folder()
         command = [sys.executable, "-m", "pytest", "-p", "course_tools.nbgrader_suite", "-p", "no:cacheprovider",
-                   "--rootdir", str(apps), "-q", *[str(apps / name) for name in FILES], *(argv or [])]
+                   "--rootdir", str(apps), *[str(apps / name) for name in FILES], *(argv or [])]
         return subprocess.run(command, cwd=folder, env=env).returncode
 
 

@@ -88,13 +88,16 @@ def test_extra_paths_are_readable_and_read_only_in_the_jail(tmp_path):
     (shared / "table.csv").write_text("42\n")
     work = tmp_path / "work"
     work.mkdir()
+    (tmp_path / "gradebook.db").write_text("secret")
     config = Config()
-    config.SandboxedKernelManager.extra_paths = [str(shared), "/no/such/path"]
-    probe = f"print(open({str(shared / 'table.csv')!r}).read().strip())"
+    # the last one holds the notebook's folder (a course around it): refused
+    config.SandboxedKernelManager.extra_paths = [str(shared), "/no/such/path", str(tmp_path)]
+    probe = f"import os; print(open({str(shared / 'table.csv')!r}).read().strip())"
     write = f"open({str(shared / 'new.txt')!r}, 'w')"
-    nb = run([probe, write], work, config)
+    nb = run([probe, write, f"print(os.path.exists({str(tmp_path / 'gradebook.db')!r}))"], work, config)
     assert text(nb.cells[0]) == "42\n"
     assert "OSError" in text(nb.cells[1]) and "Read-only file system" in text(nb.cells[1])
+    assert text(nb.cells[2]) == "False\n"
     assert "FileNotFoundError" in text(run([probe], work).cells[0])  # not listed: not there
 
 

@@ -89,6 +89,25 @@ def _target_folder(target: str, relative: str) -> str | None:
     return path
 
 
+def _copy_file(dir_fd: int, name: str, out_path: str, limit: int) -> int:
+    """Copy the plain file ``name`` of ``dir_fd`` to ``out_path``, at most ``limit`` bytes; the bytes copied.
+    OSError when it is not a plain file (any more)."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    with os.fdopen(fd, "rb") as src:
+        if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+            raise OSError(f"{name} is not a plain file")
+        out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        copied = 0
+        with os.fdopen(out, "wb") as dst:
+            while copied < limit:
+                block = src.read(min(CHUNK, limit - copied))
+                if not block:
+                    break
+                dst.write(block)
+                copied += len(block)
+        return copied
+
+
 def copy_out(kernel_dir: str, original: str, target: str, max_files: int, max_bytes: int) -> tuple[int, list[str]]:
     """Copy the plain files of ``kernel_dir`` (the kernel's working folder) that are new or differ from
     ``original`` (what ``copy_in`` gave it) into ``target``, notebooks excepted, within ``max_files`` files and
@@ -101,16 +120,20 @@ def copy_out(kernel_dir: str, original: str, target: str, max_files: int, max_by
             rel = os.path.normpath(os.path.join(relative, name))
             try:
                 info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            except OSError:
-                continue
-            if name.endswith(NOTEBOOK) or not stat.S_ISREG(info.st_mode):
-                continue
-            if _same(dir_fd, name, os.path.join(original, rel)):
+                if name.endswith(NOTEBOOK) or not stat.S_ISREG(info.st_mode):
+                    continue
+                if _same(dir_fd, name, os.path.join(original, rel)):
+                    continue
+            except OSError:  # gone, or swapped for something else meanwhile (student code may still run)
+                skipped.append(rel)
                 continue
             if copied >= max_files or used + info.st_size > max_bytes:
                 skipped.append(rel)
                 continue
-            folder_out = _target_folder(target, relative)
+            try:
+                folder_out = _target_folder(target, relative)
+            except OSError:
+                folder_out = None
             if folder_out is None:
                 skipped.append(rel)
                 continue
@@ -119,21 +142,9 @@ def copy_out(kernel_dir: str, original: str, target: str, max_files: int, max_by
                 skipped.append(rel)
                 continue
             try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+                used += _copy_file(dir_fd, name, out_path, max_bytes - used)
             except OSError:
+                skipped.append(rel)
                 continue
-            with os.fdopen(fd, "rb") as src:
-                if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
-                    continue
-                out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-                with os.fdopen(out, "wb") as dst:
-                    left = max_bytes - used
-                    while left > 0:
-                        block = src.read(min(CHUNK, left))
-                        if not block:
-                            break
-                        dst.write(block)
-                        left -= len(block)
-                    used = max_bytes - left
             copied += 1
     return copied, skipped

@@ -53,7 +53,7 @@ SEALED = "sealed"  # in the scratch folder (outside the jail): the keeper sealed
 def zygote_kernel(kernel_cmd: list[str]) -> bool:
     """Whether a kernelspec's command is the course's default Python kernel, which the zygote forks already warm:
     ipykernel run by this very Python (jupyter_client turns a kernelspec's ``python`` into ``sys.executable``)."""
-    return (len(kernel_cmd) >= 3 and os.path.realpath(kernel_cmd[0]) == os.path.realpath(sys.executable)
+    return (len(kernel_cmd) >= 3 and os.path.abspath(kernel_cmd[0]) == os.path.abspath(sys.executable)
             and kernel_cmd[1:3] in (["-m", "ipykernel_launcher"], ["-m", "ipykernel"]))
 
 
@@ -253,6 +253,10 @@ class SandboxedKernelManager(AsyncKernelManager):
             resource_dir = getattr(self.kernel_spec, "resource_dir", "")
             if resource_dir:
                 readable.append(resource_dir)
+        for path in [p for p in readable if self._shows_the_course(p)]:
+            self.log.warning("Not bound in the kernel's jail: %s holds the notebook's folder (the course, the "
+                             "gradebook, other submissions)", path)
+            readable.remove(path)
         jail = Jail(stage=f"{self._scratch}/stage", workdir=WORKDIR, sockets=f"{self._scratch}/s",
                     root=f"{self._scratch}/root", uid=self._uid, limits=limits, torch_threads=self.torch_threads,
                     env=self._kernel_env(env), extra_paths=sorted(set(readable)),
@@ -268,6 +272,12 @@ class SandboxedKernelManager(AsyncKernelManager):
             while not os.path.exists(jail.sealed) and process.poll() is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
         self._reconcile_connection_info(provisioner.connection_info)
+
+    def _shows_the_course(self, path: str) -> bool:
+        """Whether binding ``path`` would show the notebook's folder, and so the course around it, to the kernel."""
+        here = os.path.realpath(self._cwd or os.getcwd())
+        there = os.path.realpath(path)
+        return here == there or here.startswith(there.rstrip(os.sep) + os.sep)
 
     def copy_back(self) -> None:
         """Copy the files the running kernel wrote (new or changed, plain files only) to the notebook's folder, within

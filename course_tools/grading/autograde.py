@@ -195,11 +195,14 @@ def grade_assignment(course: Path, assignment: str, client: object, settings: en
     # No kernel started when every submission was graded before: then report what kernels would get here.
     found = list(outcome.protections.values())
     protections = Protections(**found[0]) if found else machine_protections()
+    # Test cells the reference run could not judge (they kept nbgrader's verdict) or that display no record: the
+    # instructor's to fix, said again at the end of the batch and kept in the results.
+    problems = sorted(outcome.reference_problems)
     target = results.write(course, assignment, students, {
         "protections": protections.to_dict(), "protections_by_host": outcome.protections, "ungraded": lost,
         "ungraded_why": {s: outcome.ungraded.get(s, "no score for some graded cell") for s in lost},
-        "dropped_results": outcome.dropped, "graded_by": outcome.graded_by, "submitted_files_changed": changed},
-        db_url=url)
+        "dropped_results": outcome.dropped, "graded_by": outcome.graded_by, "submitted_files_changed": changed,
+        "reference_problems": problems}, db_url=url)
     spent = batch_timings(outcome.events, started, outcome.ended, time.time(), len(todo))
     print(f"{assignment}: graded {len(students) - len(lost)} of {len(students)} submissions in "
           f"{time.time() - started:.1f} s with {outcome.workers} {settings.engine} workers; results in "
@@ -210,6 +213,8 @@ def grade_assignment(course: Path, assignment: str, client: object, settings: en
         print(f"{host}: {Protections(**found_here).summary()}")
     if not outcome.protections:
         print(protections.summary())
+    for problem in problems:
+        print(f"  REFERENCE PROBLEM {problem}")
     for line in outcome.dropped:
         print(f"  {line}")
     for student in lost:

@@ -331,7 +331,9 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
             done = True
         except (Exception, SystemExit) as exc:  # nbgrader gives up on a submission by raising
             done = False
-            errors = [line for line in log_lines if re.search(r"\w+(Error|Exception|Timeout)\b.*:", line)
+            # nbgrader logs a traceback as one record: its last line says what went wrong
+            lasts = [record.strip().splitlines()[-1] for record in log_lines if record.strip()]
+            errors = [line for line in lasts if re.search(r"\w+(Error|Exception|Timeout)\b.*:", line)
                       and "NbGraderException" not in line]
             detail = errors[-1] if errors else ""
             bundle.reason = f"nbgrader gave up on it ({type(exc).__name__}: {exc}) {detail[:600]}".strip()

@@ -11,7 +11,7 @@ from torchdoctor.explain import Diagnosis, explain
 from torchdoctor.gradients import find_nonfinite, global_grad_norm, grad_norms
 from torchdoctor.ipython_extension import load_ipython_extension, unload_ipython_extension
 from torchdoctor.memory import estimate_step_peak, measure_memory, memory_budget, peak_memory
-from torchdoctor.quiz import check_answer
+from torchdoctor.quiz import answered, check_answer
 from torchdoctor.shapes import expect_shape, shape_table
 
 __version__ = "0.1.0"
@@ -21,6 +21,7 @@ __all__ = [
     "CHAPTERS",
     "Diagnosis",
     "ErrorEntry",
+    "answered",
     "by_chapter",
     "chapter_title",
     "check_answer",

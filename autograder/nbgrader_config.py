@@ -31,6 +31,9 @@ c.SandboxedExecute.assignment_limits = {
     # cell's short training 3.7 s, every test cell under 0.2 s); in the grader, references 6 s, 13-18 s per submission
     # per worker.
     "hw5_checkpoints": {"timeout": 60, "notebook_timeout": 300, "cpu_seconds": 120, "memory_mb": 4096},
+    # hw3: every cell well under 0.1 s of CPU in a warm kernel; reference run 2.0-2.2 s in the grader, 5.4-5.9 s
+    # per submission per worker with the machine loaded 5x over its 2 cores (corpus of 19, 2 workers).
+    "hw3_dtypes": {"timeout": 30, "notebook_timeout": 120, "cpu_seconds": 60, "memory_mb": 4096},
 }
 
 # Hardened grading (course_tools/grading, README "Grading you can trust"): nbgrader's own autograde pipeline with

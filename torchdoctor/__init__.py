@@ -10,7 +10,15 @@ from torchdoctor.devices import pick_device, seed_everything
 from torchdoctor.explain import Diagnosis, explain
 from torchdoctor.gradients import find_nonfinite, global_grad_norm, grad_norms
 from torchdoctor.ipython_extension import load_ipython_extension, unload_ipython_extension
-from torchdoctor.memory import estimate_step_peak, measure_memory, memory_budget, peak_memory
+from torchdoctor.memory import (
+    estimate_step_peak,
+    format_bytes,
+    measure_memory,
+    memory_budget,
+    oom_numbers,
+    peak_memory,
+    step_memory_breakdown,
+)
 from torchdoctor.quiz import answered, check_answer
 from torchdoctor.shapes import expect_shape, shape_table
 
@@ -29,15 +37,18 @@ __all__ = [
     "expect_shape",
     "explain",
     "find_nonfinite",
+    "format_bytes",
     "get_entry",
     "global_grad_norm",
     "grad_norms",
     "load_ipython_extension",
     "measure_memory",
     "memory_budget",
+    "oom_numbers",
     "peak_memory",
     "pick_device",
     "seed_everything",
     "shape_table",
+    "step_memory_breakdown",
     "unload_ipython_extension",
 ]

@@ -61,6 +61,19 @@ def test_state_dict_keys_with_module_prefix_says_strip_it():
     assert diagnosis.id == "state-dict-keys" and "module." in diagnosis.fix and "removeprefix" in diagnosis.fix
 
 
+def test_a_wrapped_model_given_a_plain_checkpoint_is_told_to_load_into_module():
+    wrapped = nn.DataParallel(nn.Linear(3, 2))  # the other way round: the model has the prefix, the file not
+    diagnosis = explain(_raised(lambda: wrapped.load_state_dict(nn.Linear(3, 2).state_dict())))
+    assert diagnosis.id == "state-dict-keys" and "model.module.load_state_dict" in diagnosis.fix
+    assert "saved from a DataParallel" not in diagnosis.fix
+    wrapped.module.load_state_dict(nn.Linear(3, 2).state_dict())  # the fix it gives works
+
+
+def test_grown_model_keys_get_the_general_fix():
+    diagnosis = explain(_raised(get_entry("state-dict-keys").reproducer))
+    assert diagnosis.id == "state-dict-keys" and "strict=False" in diagnosis.fix and "module." not in diagnosis.fix
+
+
 def test_size_mismatch_names_the_tensor_and_both_shapes():
     err = _raised(get_entry("state-dict-size-mismatch").reproducer)
     diagnosis = explain(err)

@@ -46,11 +46,19 @@ def state_dict_keys() -> None:
 
 
 def _state_dict_keys(g: Mapping[str, str]) -> str:
-    if '"module.' in g["keys"]:
+    # "Missing" lists the model's names, "Unexpected" the checkpoint's: which side has the prefix decides the fix.
+    missing, _, unexpected = g["keys"].partition("Unexpected key(s) in state_dict:")
+    if '"module.' in unexpected and '"module.' not in missing:
         return (
-            "The keys start with 'module.': the checkpoint was saved from a DataParallel/DDP wrapper. Save "
+            "The checkpoint's keys start with 'module.': it was saved from a DataParallel/DDP wrapper. Save "
             "model.module.state_dict(), or strip the prefix when loading: "
             "{k.removeprefix('module.'): v for k, v in state.items()}."
+        )
+    if '"module.' in missing and unexpected.strip() and '"module.' not in unexpected:
+        return (
+            "The model's keys start with 'module.' and the checkpoint's do not: the model is wrapped in "
+            "DataParallel/DDP and the checkpoint is not. Load into the model inside the wrapper: "
+            "model.module.load_state_dict(state)."
         )
     return (
         "The checkpoint and the model have different layers. Load with result = model.load_state_dict(sd, "
@@ -238,8 +246,8 @@ CORRUPTED_CHECKPOINT = ErrorEntry(
     exception_types=("RuntimeError",),
     pattern=r"PytorchStreamReader failed reading zip archive",
     example="PytorchStreamReader failed reading zip archive: failed finding central directory",
-    cause="A torch.save file is a zip archive; this one is incomplete (interrupted save or copy, disk full) "
-    "or is not a PyTorch file at all (an HTML error page saved as .pt).",
+    cause="A torch.save file is a zip archive whose table of contents (the central directory) sits at its end; "
+    "this one is incomplete (an interrupted save or copy, a full disk), so that table is missing or damaged.",
     fix="Compare the file size with the original, re-download or re-save it; save to a temporary name and "
     "os.replace it so a crash never leaves half a file.",
     reproducer=corrupted_checkpoint,

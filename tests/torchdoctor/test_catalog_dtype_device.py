@@ -27,6 +27,7 @@ F64 = torch.float64
         (lambda: torch.mm(torch.ones(2, 3, dtype=torch.half), torch.ones(3, 2)), "matmul-operator-dtype"),
         (lambda: torch.bmm(torch.ones(1, 2, 3), torch.ones(1, 3, 2, dtype=F64)), "matmul-operator-dtype"),
         (lambda: nn.Conv2d(1, 1, 3)(torch.ones(1, 1, 5, 5, dtype=F64)), "conv-input-type"),
+        (lambda: nn.Conv2d(1, 1, 3, bias=False)(torch.ones(1, 1, 5, 5, dtype=F64)), "matmul-operator-dtype"),
         (lambda: nn.Embedding(4, 2)(torch.tensor([1.0])), "embedding-index-dtype"),
     ],
 )
@@ -53,3 +54,17 @@ def test_the_meta_stand_in_of_chapter_4_is_explained_as_meta_both_ways(raised):
 def test_the_cpu_rerun_of_a_device_side_assert_names_the_label(raised):
     d = explain(raised(lambda: F.cross_entropy(torch.randn(4, 10), torch.tensor([1, 2, 10, 3]))))
     assert d.id == "ce-target-out-of-bounds" and "10" in d.fix
+
+
+def test_the_meta_stand_in_for_numpy_on_a_gpu_tensor_is_explained_as_that_error(raised):
+    """Chapter 4's CPU stand-in for .numpy() on a CUDA tensor: a meta tensor refuses with the same words."""
+    d = explain(raised(lambda: torch.ones(3, device="meta").numpy()))
+    assert d.id == "cuda-tensor-to-numpy", d.id
+
+
+def test_a_device_side_assert_is_explained_whatever_its_exception_type():
+    """In 2.14 a device-side assert raises torch.AcceleratorError (a RuntimeError); older versions, RuntimeError."""
+    message = "CUDA error: device-side assert triggered\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1"
+    assert issubclass(torch.AcceleratorError, RuntimeError)
+    for kind in (torch.AcceleratorError, RuntimeError):
+        assert explain(kind(message)).id == "device-side-assert", kind.__name__

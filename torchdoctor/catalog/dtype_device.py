@@ -97,7 +97,7 @@ def matmul_operator_dtype() -> None:
 
 MATMUL_OPERATOR_DTYPE = ErrorEntry(
     id="matmul-operator-dtype",
-    title="Matrix product of tensors with different dtypes (@, mm, bmm)",
+    title="Matrix product (or bias-free convolution) of tensors with different dtypes",
     chapter=CHAPTER,
     exception_types=("RuntimeError",),
     pattern=r"expected m1 and m2 to have the same dtype, but got: [\w:]+(?: \w+)* != [\w:]+(?: \w+)*"
@@ -106,9 +106,10 @@ MATMUL_OPERATOR_DTYPE = ErrorEntry(
     cause="A matrix product written by hand (x @ W, torch.mm, torch.bmm) mixes dtypes: typically float32 data "
     "with weights made from a numpy float64 array, or integer data. The same mistake as 'mat1 and mat2 must have "
     "the same dtype' in nn.Linear, worded with C++ type names (float, double, long int) or, for batched "
-    "products, as 'expected scalar type Float but found Double'.",
+    "products and for convolutions without a bias (Conv2d(..., bias=False), as in ResNets), as 'expected scalar "
+    "type Double but found Float'.",
     fix="Give both operands one dtype, usually float32: W = torch.as_tensor(array, dtype=torch.float32), or "
-    "x.to(W.dtype).",
+    "x.to(W.dtype); for a layer, convert the input to the layer's dtype (x.float()), not the layer.",
     reproducer=matmul_operator_dtype,
 )
 

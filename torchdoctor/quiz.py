@@ -27,20 +27,18 @@ def answered(question: str, *given) -> bool:
     return True
 
 
-def check_answer(question: str, given, expected, *, tol: float = 1e-6, hint: str = "") -> bool | None:
-    """Print whether ``given`` matches ``expected``; return True / False, or None when not answered yet.
+def check_answer(question: str, given, expected, *, tol: float = 1e-6, hint: str = "") -> None:
+    """Print whether ``given`` matches ``expected`` (nothing is returned, so a check cell shows only the verdict).
 
     Numbers compare within ``tol`` (relative and absolute), strings without regard to case and surrounding
     spaces, tensors and ``torch.Size`` by their values, sets as sets, lists and tuples element by element.
     """
     if not answered(question, given):
-        return None
-    correct = answers_match(given, expected, tol)
-    if correct:
+        return
+    if answers_match(given, expected, tol):
         print(f"{question}: correct.")
     else:
         print(f"{question}: not yet: {given!r} is not what PyTorch gives." + (f" Hint: {hint}" if hint else ""))
-    return correct
 
 
 def answers_match(given, expected, tol: float = 1e-6) -> bool:

@@ -40,6 +40,9 @@ c.SandboxedExecute.assignment_limits = {
     # reference run 30-40 s. A model.half() answer runs float16 on the CPU (minutes per step): the 60 s timeout
     # cuts it off.
     "hw4_memory": {"timeout": 60, "notebook_timeout": 600, "cpu_seconds": 240, "memory_mb": 8192},
+    # hw6: digits trainings of 0.3-1.1 s of CPU each; slowest cell test_fixed_train (three of them) 1-3.5 s of CPU,
+    # whole notebook about 5 s of CPU in a plain kernel (measured on 2 cores loaded 4-5x over).
+    "hw6_convergence": {"timeout": 60, "notebook_timeout": 300, "cpu_seconds": 120, "memory_mb": 4096},
 }
 
 # Hardened grading (course_tools/grading, README "Grading you can trust"): nbgrader's own autograde pipeline with

@@ -47,37 +47,48 @@ c.SandboxedExecute.assignment_limits = {
 
 # Hardened grading (course_tools/grading, README "Grading you can trust"): nbgrader's own autograde pipeline with
 # tampered cells restored from the gradebook, each submission in a confined kernel forked by a pre-warmed zygote,
-# and pass/fail taken by the grader from what the hidden tests observed. Named as strings, so that only the
-# commands that use them import them. Against nbgrader's defaults (tests/test_grading_helpers.py checks that every
-# default is still here): RestoreCells added before OverwriteCells; Execute replaced by its subclass
-# SandboxedExecute; Verdicts added after it; nbconvert's ClearMetadataPreprocessor left out (disabled unless
-# configured, and it would drop the verdicts that results/<assignment>.json reads); ClearHiddenTests added to
-# feedback. CheckedExporter is nbgrader's exporter, checking first that the Jupyter stack still has what grading
-# overrides.
-c.Autograde.exporter_class = "course_tools.grading.compat.CheckedExporter"
-c.Autograde.sanitize_preprocessors = [
-    "nbgrader.preprocessors.ClearOutput",
-    "nbgrader.preprocessors.DeduplicateIds",
-    "nbgrader.preprocessors.OverwriteKernelspec",
-    "course_tools.grading.restore.RestoreCells",
-    "nbgrader.preprocessors.OverwriteCells",
-    "nbgrader.preprocessors.CheckCellMetadata",
-]
-c.Autograde.autograde_preprocessors = [
-    "course_tools.grading.execute.SandboxedExecute",
-    "course_tools.grading.verdict.Verdicts",
-    "nbgrader.preprocessors.IgnorePattern",
-    "nbgrader.preprocessors.LimitOutput",
-    "nbgrader.preprocessors.SaveAutoGrades",
-    "nbgrader.preprocessors.AssignLatePenalties",
-    "nbgrader.preprocessors.CheckCellMetadata",
-]
-# Feedback shows each test's verdict, never the hidden tests' source.
-c.GenerateFeedback.preprocessors = [
-    "nbgrader.preprocessors.GetGrades",
-    "nbgrader.preprocessors.ClearHiddenTests",
-    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
-]
+# and pass/fail taken by the grader from what the hidden tests observed. The lists are nbgrader's own defaults with
+# ours swapped in, so that every option of a default preprocessor keeps working (--ClearMetadataPreprocessor.enabled)
+# and a default that a new nbgrader adds is not dropped (tests/test_grading_helpers.py checks both): Execute replaced
+# by its subclass SandboxedExecute; RestoreCells added before OverwriteCells; Verdicts added after the execution and
+# the cleaning steps (Execute, IgnorePattern, ClearMetadataPreprocessor), before LimitOutput and SaveAutoGrades;
+# ClearHiddenTracebacks and ClearHiddenTests added to feedback after GetGrades. Named as strings, so that only the
+# commands that use them import them. CheckedExporter is nbgrader's exporter, checking first that the Jupyter stack
+# still has what grading overrides.
+from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402 -- nbgrader is loading this very file
+
+
+def _hardened(converter, trait, replace=None, before=None, after=None):
+    """nbgrader's default list ``converter.trait`` as dotted names, with ``replace`` ({default: ours}) swapped in,
+    ``before`` ({default: [ours]}) inserted before that default and ``after`` ({(default, ...): [ours]}) after the
+    last of those defaults present. A default that is gone stops grading (an nbgrader upgrade to look at)."""
+    names = [item if isinstance(item, str) else f"{item.__module__}.{item.__qualname__}"
+             for item in converter.class_traits()[trait].default()]
+    for anchors, ours, offset in ([((a,), o, 0) for a, o in (before or {}).items()]
+                                  + [(a, o, 1) for a, o in (after or {}).items()]):
+        present = [i for i, name in enumerate(names) if name in anchors]
+        if not present:
+            raise ValueError(f"nbgrader's {converter.__name__}.{trait} no longer has {anchors}; see course_tools")
+        at = max(present) + offset
+        names[at:at] = ours
+    return [(replace or {}).get(name, name) for name in names]
+
+
+_NBG = "nbgrader.preprocessors."
+_OURS = "course_tools.grading."
+c.Autograde.exporter_class = f"{_OURS}compat.CheckedExporter"
+c.Autograde.sanitize_preprocessors = _hardened(
+    Autograde, "sanitize_preprocessors",
+    before={f"{_NBG}overwritecells.OverwriteCells": [f"{_OURS}restore.RestoreCells"]})
+c.Autograde.autograde_preprocessors = _hardened(
+    Autograde, "autograde_preprocessors",
+    replace={f"{_NBG}execute.Execute": f"{_OURS}execute.SandboxedExecute"},
+    after={(f"{_NBG}execute.Execute", f"{_NBG}ignorepattern.IgnorePattern",
+            "nbconvert.preprocessors.clearmetadata.ClearMetadataPreprocessor"): [f"{_OURS}verdict.Verdicts"]})
+# Feedback shows each test's verdict, never the hidden tests' source, nor their lines quoted in a traceback.
+c.GenerateFeedback.preprocessors = _hardened(
+    GenerateFeedback, "preprocessors",
+    after={f"{_NBG}getgrades.GetGrades": [f"{_OURS}feedback.ClearHiddenTracebacks", f"{_NBG}ClearHiddenTests"]})
 # nbgrader collect copies links as the files they point to (the course's source, the gradebook); this one copies
 # plain files only.
 c.ExchangeFactory.collect = "course_tools.grading.collect.SafeCollect"

@@ -1,4 +1,5 @@
-"""Everything CI checks (``make test``): lint, the notebooks and pytest, run side by side, with a time per part.
+"""Everything CI checks (``make test``): lint, the notebooks, nbgrader's own test suite through the course's grading
+settings (``course_tools.nbgrader_suite``) and pytest, run side by side, with a time per part.
 
 Each part's output is kept in build/test-logs/<part>.log and printed whole when the part ends; pytest's comes
 last, so the run ends with its summary line. The exit status is non-zero when any part failed.
@@ -22,6 +23,7 @@ def parts(device: str) -> dict[str, list[str]]:
     return {
         "lint": [str(Path(py).with_name("ruff")), "check", "."],
         "notebooks": [py, "-m", "course_tools.run_notebooks", "--device", device],
+        "nbgrader-suite": [py, "-m", "course_tools.nbgrader_suite"],
         "pytest": [py, "-m", "pytest"],
     }
 
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         running[name] = (subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT), log, started)
         print(f"started {name}: {' '.join(command)}", flush=True)
     results = {}
-    order = ["lint", "notebooks", "pytest"]
+    order = list(parts(args.device))
     while running:
         for name in [n for n in order if n in running]:
             proc, log, t0 = running[name]
@@ -54,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n===== time per part (run side by side) =====")
     for name in order:
         code, seconds = results[name]
-        print(f"{name:10} {seconds:7.0f} s  {'ok' if code == 0 else f'FAILED (exit {code})'}")
-    print(f"{'total':10} {time.monotonic() - started:7.0f} s\n", flush=True)
+        print(f"{name:14} {seconds:7.0f} s  {'ok' if code == 0 else f'FAILED (exit {code})'}")
+    print(f"{'total':14} {time.monotonic() - started:7.0f} s\n", flush=True)
     print(f"===== pytest (exit {results['pytest'][0]}) =====", flush=True)
     print((LOGS / "pytest.log").read_text(), flush=True)
     return 0 if all(code == 0 for code, _ in results.values()) else 1

@@ -23,14 +23,10 @@ from torchdoctor.manifest import load_manifest
 REPO = Path(__file__).resolve().parent.parent
 COURSE = REPO / "autograder"
 GRADING = REPO / "course_tools" / "grading"
-# nbgrader's default preprocessors the course's configuration replaces or leaves out, and why (autograder/
-# nbgrader_config.py says the same): every other default must still be configured, in nbgrader's order.
+# nbgrader's default preprocessors the course's configuration replaces (autograder/nbgrader_config.py says why):
+# every other default must still be configured, in nbgrader's order.
 REPLACED = {
     "nbgrader.preprocessors.execute.Execute": "course_tools.grading.execute.SandboxedExecute",
-}
-LEFT_OUT = {
-    # nbconvert's, disabled unless configured; enabled, it would drop the verdicts results JSON reads
-    "nbconvert.preprocessors.clearmetadata.ClearMetadataPreprocessor",
 }
 
 
@@ -102,8 +98,9 @@ def test_every_hidden_test_yields_exactly_one_record_on_the_reference_solution(a
     hidden = {c.metadata.nbgrader["grade_id"] for c in nb.cells
               if references.is_test_cell(c) and references.has_hidden_tests(c)}
     assert hidden, f"{assignment} has no hidden tests"
-    records, problems = references.reference_run(path, course_config())
-    assert not problems, f"{path.relative_to(REPO)}:\n" + "\n".join(problems)
+    found = references.reference_run(path, course_config())
+    records = found.records
+    assert not found.problems, f"{path.relative_to(REPO)}:\n" + "\n".join(found.problems)
     assert hidden <= set(records)
     assert all(type(records[g].get("checks")) is dict and records[g]["checks"] for g in hidden)
 
@@ -126,15 +123,15 @@ def test_the_reference_run_uses_the_helpers_in_the_sandbox_and_reports_a_test_wi
     ])
     path = tmp_path / "toy.ipynb"
     nbformat.write(nb, path)
-    records, problems = references.reference_run(path, Config())
-    assert records == {"observed": {"checks": {"shape": [3, 2]}}}
-    assert problems == [f"forgotten has hidden tests but {references.NO_RECORD} (call Record.show() once)"]
-    assert references.compute(path, Config()) == records  # grading goes on; the cell fails (next test)
+    found = references.reference_run(path, Config())
+    assert found.records == {"observed": {"checks": {"shape": [3, 2]}}}
+    assert found.problems == [f"forgotten has hidden tests but {references.NO_RECORD} (call Record.show() once)"]
+    assert found.failed == {}  # grading goes on; the cell fails (next test)
 
 
 def test_a_hidden_test_without_reference_record_fails_its_cell_with_a_clear_message():
     verdicts = Verdicts()
-    verdicts._references = {}
+    verdicts._references = references.References()
     forged = {"output_type": "display_data", "metadata": {},
               "data": {references.OBSERVED_MIME: {"checks": {"x": 1}}}}
     cell = _test_cell("forgotten", "### BEGIN HIDDEN TESTS\npass\n### END HIDDEN TESTS")
@@ -186,7 +183,7 @@ def test_the_grading_package_imports_one_way():
 def test_the_configured_preprocessors_keep_nbgraders_defaults(converter, trait):
     defaults = [dotted(c) for c in converter.class_traits()[trait].default()]
     configured = [dotted(name) for name in course_config()[converter.__name__][trait]]
-    expected = [REPLACED.get(name, name) for name in defaults if name not in LEFT_OUT]
+    expected = [REPLACED.get(name, name) for name in defaults]
     kept = [name for name in configured if name in expected]
     where = f"{converter.__name__}.{trait}"
     assert kept == expected, f"{where}: nbgrader's defaults are {defaults}; configured {configured}"
@@ -194,9 +191,27 @@ def test_the_configured_preprocessors_keep_nbgraders_defaults(converter, trait):
         assert issubclass(import_item(replacement), import_item(original))
 
 
-def test_the_left_out_defaults_are_disabled_as_configured():
-    for name in LEFT_OUT:
-        assert import_item(name)(config=course_config()).enabled is False
+def test_the_preprocessor_lists_follow_nbgraders_defaults(monkeypatch):
+    """The lists are derived from nbgrader's defaults when the configuration loads: a default a new nbgrader adds
+    is graded with, and one it removes that ours hang on stops the configuration from loading."""
+    from nbgrader.preprocessors import ClearOutput
+
+    class NewDefault(ClearOutput):
+        pass
+
+    trait = Autograde.class_traits()["autograde_preprocessors"]
+    monkeypatch.setattr(trait, "default_value", [*trait.default(), NewDefault])
+    configured = course_config().Autograde.autograde_preprocessors
+    assert configured[-1].endswith(".NewDefault") and "course_tools.grading.verdict.Verdicts" in configured
+    monkeypatch.setattr(trait, "default_value", [ClearOutput])
+    with pytest.raises(ValueError, match="no longer has"):
+        course_config()
+
+
+def test_verdicts_run_after_clear_metadata_so_results_keep_them():
+    configured = [dotted(n) for n in course_config().Autograde.autograde_preprocessors]
+    clear = configured.index("nbconvert.preprocessors.clearmetadata.ClearMetadataPreprocessor")
+    assert configured.index("course_tools.grading.verdict.Verdicts") == clear + 1
 
 
 def test_grading_runs_on_the_pinned_jupyter_stack():

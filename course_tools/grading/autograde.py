@@ -194,8 +194,12 @@ def grade_assignment(course: Path, assignment: str, workers: int, force: bool, s
     computed = json.loads(references.read_text()) if references.is_file() else {}
     # No kernel started when every submission was graded before: then report what kernels would get here.
     protections = Protections(**computed["protections"]) if "protections" in computed else machine_protections()
+    # Test cells the reference run could not judge (they kept nbgrader's verdict) or that display no record: the
+    # instructor's to fix, said again at the end of the batch and kept in the results.
+    problems = sorted({p for r in computed.get("references", {}).values() for p in r.get("problems", [])})
     target = results.write(course, assignment, students, {
-        "protections": protections.to_dict(), "ungraded": lost, "submitted_files_changed": changed})
+        "protections": protections.to_dict(), "ungraded": lost, "submitted_files_changed": changed,
+        "reference_problems": problems})
     events = [json.loads(line) for line in timings.read_text().splitlines()] if timings.is_file() else []
     spent = batch_timings(events, started, ended, time.time(), len(students))
     print(f"{assignment}: graded {len(students) - len(lost)} of {len(students)} submissions in "
@@ -203,6 +207,8 @@ def grade_assignment(course: Path, assignment: str, workers: int, force: bool, s
     if spent:
         print(f"{assignment}: {spent.summary()}")
     print(protections.summary())
+    for problem in problems:
+        print(f"  REFERENCE PROBLEM {problem}")
     for student in lost:
         print(f"  UNGRADED {student}")
     for path in changed:

@@ -8,6 +8,10 @@ a new confined kernel re-runs the cells that had completed (outputs discarded) a
 culprit. So the submission loses the tests that culprit prevented and nothing else. After ``max_restarts``
 the remaining cells are marked as not run.
 
+The files the notebook wrote (plots, CSV files, checkpoints) are copied back to the notebook's folder in
+``autograded/`` from the last kernel, while it still runs (``SandboxedKernelManager.copy_back``, capped): a stock
+kernel writes there directly. A kernel that dies takes what it wrote with it, as its re-run starts afresh.
+
 Output is capped per cell (``max_output_bytes``): a flood of prints cannot exhaust the grader's memory. The whole
 notebook gets ``notebook_timeout`` seconds (re-runs included): without it, cells that each stay just under the cell
 timeout would hold the grading worker, and the submissions queued behind it, as long as the student liked. Cells
@@ -147,7 +151,9 @@ class SandboxedExecute(Execute):
         completed: list[int] = []
         position, restarts = 0, 0
         self._deadline = time.monotonic() + self._limits["notebook_timeout"]
-        while position < len(nb.cells):
+        started_once = False  # as stock nbgrader, a kernel starts even for a notebook without cells (NoSuchKernel)
+        while position < len(nb.cells) or not started_once:
+            started_once = True
             spent = time.monotonic() >= self._deadline
             if restarts > self.max_restarts or spent:
                 why = "the notebook used up its time" if spent else "the kernel died or timed out too often"
@@ -167,6 +173,8 @@ class SandboxedExecute(Execute):
                         self.preprocess_cell(nb.cells[position], resources, position)
                         completed.append(position)
                         position += 1
+                    if graded.get("student") is not None and hasattr(self.km, "copy_back"):
+                        self.km.copy_back()  # what the notebook wrote, to autograded/ (as a stock kernel leaves it)
                 except Exception as exc:
                     # DeadKernelError, CellTimeout, or a message the grader cannot read (student code can write
                     # anything on the kernel's sockets: a bad signature, unparseable JSON): the cell's fault.

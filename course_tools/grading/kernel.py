@@ -6,21 +6,29 @@ and a process handle. Only the launch differs: instead of ``Popen`` of the kerne
 kernel that confines itself, and the process handle is a pidfd on the kernel's keeper (the zygote's child, not
 ours; killing it kills the kernel and everything the kernel spawned).
 
-Each kernel gets a scratch folder: ``stage/`` (a copy of the notebook's folder without notebooks, which the kernel
-copies into its own private working copy), ``s/`` (sockets and connection file; read-only for the kernel once
-it has bound its sockets, and a 1 MB tmpfs when grading as root) and ``root/`` (where its root file system is
-mounted, invisible from outside its mount namespace).
+Each kernel gets a scratch folder: ``stage/`` (a copy of the notebook's folder without notebooks, hidden files
+included, capped in size: ``files.copy_in``; the kernel copies it into its own private working copy), ``s/``
+(sockets and connection file; read-only for the kernel once it has bound its sockets, and a 1 MB tmpfs when
+grading as root) and ``root/`` (where its root file system is mounted, invisible from outside its mount
+namespace). ``copy_back`` brings the files the notebook wrote back to the notebook's folder (``files.copy_out``).
+
+The notebook's kernelspec is honoured: the course's default Python kernel (the kernelspec whose argv runs
+``ipykernel_launcher`` with this Python) is forked by the zygote, already warm; any other kernelspec runs its own
+argv in the same jail (its installation and ``extra_paths`` bound in read-only). Either way the kernel's environment
+is the zygote's allow-list, the kernelspec's ``env`` and the variables nbgrader sets for a kernel
+(``NBGRADER_EXECUTION``, ``NBGRADER_VALIDATING``), never the rest of the grader's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
 import secrets
 import select
 import shutil
 import signal
-import stat
+import sys
 import tempfile
 import time
 import typing as t
@@ -29,25 +37,39 @@ from pathlib import Path
 import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import DottedObjectName, Int, Type, Unicode, default
+from traitlets import DottedObjectName, Int, List, Type, Unicode, default
 
+from course_tools.grading.files import copy_in, copy_out
 from course_tools.grading.sandbox import Jail, Limits, mount_sockets_folder, unmount
 from course_tools.grading.zygote import shared_zygote
 
 WORKDIR = "/home/student"
-_skip_by_name = shutil.ignore_patterns(".*", "*.ipynb")
+# What nbgrader sets in the environment of the kernels it runs (autograde, validate): notebooks branch on them.
+NBGRADER_ENV = ("NBGRADER_EXECUTION", "NBGRADER_VALIDATING")
+BIND_TIMEOUT = 120  # seconds a kernel that is not the zygote's has to bind its sockets (the keeper's too)
+SEALED = "sealed"  # in the scratch folder (outside the jail): the keeper sealed the socket folder
 
 
-def plain_files_only(folder: str, names: list[str]) -> set[str]:
-    """copytree's ``ignore``: notebooks, hidden files, and anything that is not a plain file or folder. A symbolic
-    link in a submission (``notes.txt -> /course/source/hw1/hw1.ipynb``) would otherwise be followed, as root, and
-    hand the student's kernel whatever it points to; FIFOs and devices would block or leak the same way."""
-    skipped = set(_skip_by_name(folder, names))
-    for name in names:
-        mode = os.lstat(os.path.join(folder, name)).st_mode
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            skipped.add(name)
-    return skipped
+def zygote_kernel(kernel_cmd: list[str]) -> bool:
+    """Whether a kernelspec's command is the course's default Python kernel, which the zygote forks already warm:
+    ipykernel run by this very Python (jupyter_client turns a kernelspec's ``python`` into ``sys.executable``)."""
+    return (len(kernel_cmd) >= 3 and os.path.abspath(kernel_cmd[0]) == os.path.abspath(sys.executable)
+            and kernel_cmd[1:3] in (["-m", "ipykernel_launcher"], ["-m", "ipykernel"]))
+
+
+def installation_of(program: str, path: str | None) -> list[str]:
+    """The folders a kernel's program needs to be visible in the jail: the installation prefix it lies in (the
+    folder above its ``bin/``), or its own folder. Nothing for the system's programs (under /usr, always bound)."""
+    found = shutil.which(program, path=path) if os.sep not in program else program
+    if not found:
+        return []
+    real = Path(os.path.realpath(found))
+    folders = []
+    for candidate in (Path(found), real):
+        prefix = candidate.parent.parent if candidate.parent.name == "bin" else candidate.parent
+        if not str(prefix).startswith("/usr") and str(prefix) != "/":
+            folders.append(str(prefix))
+    return sorted(set(folders))
 
 
 class ForkedProcess:
@@ -147,6 +169,15 @@ class SandboxedKernelManager(AsyncKernelManager):
     torch_threads = Int(0, help="torch's intra-op threads per kernel; 0: one per core. Parallel grading sets "
                         "cores // workers, so that kernels side by side do not fight over cores.").tag(config=True)
     scratch_root = Unicode(help="Where kernels' scratch folders go (short paths: Unix sockets).").tag(config=True)
+    extra_paths = List(Unicode(), help="Folders and files outside the course that kernels may read (shared data "
+                       "sets, a kernel's installation): each is bound read-only at the same path in the jail. A path "
+                       "that does not exist is left out, with a warning.").tag(config=True)
+    max_copied_mb = Int(128, help="Of the notebook's folder (the submission's files, hidden ones included, without "
+                        "notebooks), what a kernel's working copy gets, in MiB; files beyond it are left out, with a "
+                        "warning.").tag(config=True)
+    max_written_files = Int(100, help="Files the notebook wrote (new or changed) copied back to its folder "
+                            "(autograded/); the rest are left out, with a warning.").tag(config=True)
+    max_written_mb = Int(64, help="MiB of files the notebook wrote copied back to its folder.").tag(config=True)
     max_message_bytes = Int(32 * 1024 * 1024, help="Largest message the grader accepts from a kernel; a larger one "
                             "is dropped unread. Student code can write anything on its kernel's sockets, and parsing "
                             "JSON costs ~30 times its size in memory: one 700 MB message would take 20 GB of the "
@@ -175,46 +206,116 @@ class SandboxedKernelManager(AsyncKernelManager):
     _scratch: str | None = None
     _mounted: str | None = None
     _uid: int = 0
+    _cwd: str | None = None
+    _jail: Jail | None = None
 
     async def _async_pre_start_kernel(self, **kw: t.Any) -> tuple[list[str], dict[str, t.Any]]:
+        _ = self.kernel_spec  # NoSuchKernel before anything is created, as stock nbgrader fails
         self._scratch = tempfile.mkdtemp(prefix="tdk-", dir=self.scratch_root)
-        os.chmod(self._scratch, 0o755)
-        sockets = Path(self._scratch, "s")
-        sockets.mkdir()
-        if shared_zygote().protections.unprivileged_user:  # root: the kernel writes there as a uid of its own
-            mount_sockets_folder(str(sockets))
-            self._mounted = str(sockets)
-        cwd = kw.get("cwd") or os.getcwd()
-        # Notebooks stay out: the one being graded holds the hidden tests (its cells reach the kernel one by one).
-        shutil.copytree(cwd, Path(self._scratch, "stage"), ignore=plain_files_only)
-        self.transport = "ipc"
-        self.ip = str(sockets / "k")
-        self.connection_file = str(sockets / "kernel.json")
-        self._uid = 1_000_000 + secrets.randbelow(1_000_000_000)
-        return await super()._async_pre_start_kernel(**kw)
+        try:
+            os.chmod(self._scratch, 0o755)
+            sockets = Path(self._scratch, "s")
+            sockets.mkdir()
+            if shared_zygote().protections.unprivileged_user:  # root: the kernel writes there as a uid of its own
+                mount_sockets_folder(str(sockets))
+                self._mounted = str(sockets)
+            self._cwd = kw.get("cwd") or os.getcwd()
+            skipped = copy_in(self._cwd, str(Path(self._scratch, "stage")), self.max_copied_mb * 1024 * 1024)
+            if skipped:
+                self.log.warning("The kernel's working copy of %s leaves out %d file(s) beyond %d MiB "
+                                 "(SandboxedKernelManager.max_copied_mb): %s", self._cwd, len(skipped),
+                                 self.max_copied_mb, ", ".join(skipped[:10]))
+            self.transport = "ipc"
+            self.ip = str(sockets / "k")
+            self.connection_file = str(sockets / "kernel.json")
+            self._uid = 1_000_000 + secrets.randbelow(1_000_000_000)
+            return await super()._async_pre_start_kernel(**kw)
+        except BaseException:
+            self._remove_scratch()
+            raise
+
+    def _kernel_env(self, env: dict[str, str]) -> dict[str, str]:
+        """What the kernel adds to the zygote's allow-listed environment: nbgrader's variables and the kernelspec's
+        own ``env`` (as jupyter_client substituted it)."""
+        spec_env = getattr(self.kernel_spec, "env", None) or {}
+        return {k: env[k] for k in (*NBGRADER_ENV, *spec_env) if k in env}
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: t.Any) -> None:
         assert self.provisioner is not None and self._scratch is not None
         limits = Limits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds, processes=self.processes)
+        env = kw.get("env") or dict(os.environ)
+        warm = zygote_kernel(kernel_cmd)
+        readable = [p for p in self.extra_paths if os.path.exists(p)]
+        for missing in sorted(set(self.extra_paths) - set(readable)):
+            self.log.warning("SandboxedKernelManager.extra_paths: %s does not exist; left out", missing)
+        if not warm:
+            readable += installation_of(kernel_cmd[0], env.get("PATH"))
+            resource_dir = getattr(self.kernel_spec, "resource_dir", "")
+            if resource_dir:
+                readable.append(resource_dir)
+        for path in [p for p in readable if self._shows_the_course(p)]:
+            self.log.warning("Not bound in the kernel's jail: %s holds the notebook's folder (the course, the "
+                             "gradebook, other submissions)", path)
+            readable.remove(path)
         jail = Jail(stage=f"{self._scratch}/stage", workdir=WORKDIR, sockets=f"{self._scratch}/s",
-                    root=f"{self._scratch}/root", uid=self._uid, limits=limits, torch_threads=self.torch_threads)
+                    root=f"{self._scratch}/root", uid=self._uid, limits=limits, torch_threads=self.torch_threads,
+                    env=self._kernel_env(env), extra_paths=sorted(set(readable)),
+                    argv=None if warm else list(kernel_cmd), sealed=f"{self._scratch}/{SEALED}")
         Path(jail.root).mkdir()
         pid = shared_zygote().spawn(jail, self.connection_file)
+        self._jail = jail
         provisioner = t.cast(t.Any, self.provisioner)
-        provisioner.process = ForkedProcess(pid)
+        process = provisioner.process = ForkedProcess(pid)
         provisioner.pid = provisioner.pgid = pid
+        if not warm:  # no student code before the socket folder is sealed: the grader sends none until then
+            deadline = time.monotonic() + BIND_TIMEOUT
+            while not os.path.exists(jail.sealed) and process.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
         self._reconcile_connection_info(provisioner.connection_info)
 
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        await super()._async_cleanup_resources(restart=restart)
-        if self._uid:  # cleanup_resources runs twice per kernel (nbclient, then the manager): reap once
-            shared_zygote().reap(self._uid)
-            self._uid = 0
+    def _shows_the_course(self, path: str) -> bool:
+        """Whether binding ``path`` would show the notebook's folder, and so the course around it, to the kernel."""
+        here = os.path.realpath(self._cwd or os.getcwd())
+        there = os.path.realpath(path)
+        return here == there or here.startswith(there.rstrip(os.sep) + os.sep)
+
+    def copy_back(self) -> None:
+        """Copy the files the running kernel wrote (new or changed, plain files only) to the notebook's folder, within
+        ``max_written_files`` and ``max_written_mb``. Reads the kernel's working folder through its keeper's view
+        (``/proc/<keeper>/root``: the jail's mounts exist only in its mount namespace), never following a link."""
+        process = getattr(self.provisioner, "process", None)
+        if self._jail is None or self._cwd is None or not isinstance(process, ForkedProcess):
+            return
+        if process.poll() is not None:  # the kernel is gone, and its working copy with it
+            return
+        if shared_zygote().protections.filesystem:
+            kernel_dir = f"/proc/{process.pid}/root{self._jail.root}{self._jail.workdir}"
+        else:
+            kernel_dir = self._jail.stage  # no jail: the kernel ran in the stage folder itself
+            self.log.warning("No filesystem isolation: files the notebook wrote are compared with its own folder")
+        copied, skipped = copy_out(kernel_dir, self._jail.stage if kernel_dir != self._jail.stage else self._cwd,
+                                   self._cwd, self.max_written_files, self.max_written_mb * 1024 * 1024)
+        if copied:
+            self.log.info("Copied %d file(s) the notebook wrote to %s", copied, self._cwd)
+        if skipped:
+            self.log.warning("Left out %d file(s) the notebook wrote, beyond %d files or %d MiB "
+                             "(SandboxedKernelManager.max_written_files, .max_written_mb), or not plain files: %s",
+                             len(skipped), self.max_written_files, self.max_written_mb, ", ".join(skipped[:10]))
+
+    def _remove_scratch(self) -> None:
         if self._mounted is not None:
             unmount(self._mounted)
             self._mounted = None
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if self._uid:  # cleanup_resources runs twice per kernel (nbclient, then the manager): reap once
+            shared_zygote().reap(self._uid)
+            self._uid = 0
+        self._jail = None
+        self._remove_scratch()
 
     cleanup_resources = _async_cleanup_resources  # the async manager's public name for it

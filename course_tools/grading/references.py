@@ -3,10 +3,14 @@
 The source notebook (solutions and hidden tests) runs in a confined kernel like any submission; each graded test
 cell must raise nothing, and each one with hidden tests must display exactly one observation record
 (``OBSERVED_MIME``). Records are keyed by the test cell's grade_id and by the source notebook's hash, so a changed
-source is never judged against stale references. ``reference_run`` also lists the authoring mistakes it finds;
-those that make the run unusable (a test failing on the solution, two records in one cell) stop grading, while a
-test with hidden tests but no record is failed cell by cell (``verdict``) and caught in CI
-(tests/test_grading_helpers.py).
+source is never judged against stale references. ``reference_run`` also lists the problems it finds, one per
+test cell, and they cost that cell only, as stock nbgrader grades cell by cell:
+
+- a test that raises on the reference solution (in the sandbox: a file outside the course, an environment the
+  kernel lacks) or displays two records cannot be judged by the grader: it keeps nbgrader's own in-kernel verdict,
+  and the instructor is told loudly, once per batch and in ``results/<assignment>.json`` (``References.failed``);
+- a test with hidden tests but no record fails for everyone (``verdict``): judging it in the student's kernel would
+  let student code decide, and it is an authoring mistake that CI catches (tests/test_grading_helpers.py).
 
 A batch computes them once: ``course_tools.grading.autograde`` names a file in ``REFERENCES_ENV``, and the
 first of its workers to need a notebook's references computes them into it while the others wait on its lock
@@ -26,6 +30,7 @@ import os
 import shutil
 import tempfile
 import typing as t
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -41,7 +46,22 @@ from course_tools.grading.zygote import shared_zygote
 REFERENCES_ENV = "TORCHDOCTOR_REFERENCES"
 OBSERVED_MIME = "application/vnd.torchdoctor.observed+json"  # torchdoctor.observe.MIME (a test keeps them equal)
 NO_RECORD = "displays no observation record"
-_memo: dict[str, dict[str, dict]] = {}
+
+
+@dataclass
+class References:
+    """What the reference run gave: each judged test cell's record, the test cells whose reference run failed (they
+    keep nbgrader's verdict; grade_id -> why), and every problem found, one line each."""
+
+    records: dict[str, dict] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, t.Any]:
+        return {"records": self.records, "failed": self.failed, "problems": self.problems}
+
+
+_memo: dict[str, References] = {}
 
 
 def observed_records(cell: NotebookNode) -> list[t.Any]:
@@ -69,58 +89,69 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def reference_run(path: Path, config: Config) -> tuple[dict[str, dict], list[str]]:
-    """Run the source notebook in a confined kernel: each graded test cell's observation record, and the
-    authoring mistakes found (one line each, starting with the test's grade_id)."""
+def reference_run(path: Path, config: Config) -> References:
+    """Run the source notebook in a confined kernel: each graded test cell's observation record, the cells that
+    cannot be judged by the grader, and the problems found (one line each, starting with the test's grade_id)."""
     nb = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory(prefix="tdref-") as scratch:
         shutil.copytree(path.parent, scratch, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.ipynb"))
         # The notebook lies in source/<assignment>/: the reference run gets that assignment's limits.
         resources = {"metadata": {"path": scratch}, "nbgrader": {"assignment": path.parent.name}}
         SandboxedExecute(config=config).preprocess(nb, resources)
-    records, problems = {}, []
+    found = References()
     for cell in nb.cells:
         if not is_test_cell(cell):
             continue
         grade_id = cell.metadata.nbgrader["grade_id"]
         errors = [f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"]
-        found = observed_records(cell)
+        records = observed_records(cell)
         if errors:
-            problems.append(f"{grade_id} fails on the reference solution: {errors[0]}")
-        elif len(found) > 1:
-            problems.append(f"{grade_id} displays {len(found)} observation records; it must display one")
-        elif found:
-            records[grade_id] = found[0]
+            why = f"fails on the reference solution: {_short(errors[0])}"
+        elif len(records) > 1:
+            why = f"displays {len(records)} observation records on the reference solution; it must display one"
+        elif records:
+            found.records[grade_id] = records[0]
+            continue
         elif has_hidden_tests(cell, config):
-            problems.append(f"{grade_id} has hidden tests but {NO_RECORD} (call Record.show() once)")
-    return records, problems
+            found.problems.append(f"{grade_id} has hidden tests but {NO_RECORD} (call Record.show() once)")
+            continue
+        else:
+            continue
+        found.failed[grade_id] = why
+        found.problems.append(f"{grade_id} {why}: nbgrader's in-kernel verdict stands for this cell")
+    return found
 
 
-def compute(path: Path, config: Config) -> dict[str, dict]:
-    """The references of a source notebook; ValueError when the reference run cannot be used at all."""
-    records, problems = reference_run(path, config)
-    fatal = [p for p in problems if NO_RECORD not in p]  # the others fail their own cell only (verdict)
-    if fatal:
-        raise ValueError(f"{path}: the reference run is unusable:\n" + "\n".join(problems))
-    return records
+def _short(text: str, limit: int = 400) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
-def references_for(config: Config, assignment: str, notebook: str) -> dict[str, dict]:
+def compute(path: Path, config: Config, log: t.Any = None) -> References:
+    """The references of a source notebook; every problem logged as an error, loudly (the instructor's to fix)."""
+    found = reference_run(path, config)
+    if found.problems and log is not None:
+        log.error("REFERENCE RUN PROBLEMS in %s (each costs its own test cell only; fix the source notebook or what "
+                  "it needs in the sandbox, then grade again):\n  %s", path, "\n  ".join(found.problems))
+    return found
+
+
+def references_for(config: Config, assignment: str, notebook: str, log: t.Any = None) -> References:
     """The references of one notebook: from the batch's shared file when it has them, else computed (once)."""
     path = source_notebook(config, assignment, notebook)
     key = digest(path)
     if key not in _memo:
         shared = os.environ.get(REFERENCES_ENV)
-        _memo[key] = _shared(Path(shared), key, path, config) if shared else compute(path, config)
+        _memo[key] = _shared(Path(shared), key, path, config, log) if shared else compute(path, config, log)
     return _memo[key]
 
 
-def _shared(store: Path, key: str, path: Path, config: Config) -> dict[str, dict]:
+def _shared(store: Path, key: str, path: Path, config: Config, log: t.Any) -> References:
     with open(store.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         stored = json.loads(store.read_text()) if store.is_file() else {"references": {}}
         if key not in stored["references"]:
-            stored["references"][key] = compute(path, config)
+            stored["references"][key] = compute(path, config, log).to_dict()
             stored["protections"] = shared_zygote().protections.to_dict()
             store.write_text(json.dumps(stored))
-        return stored["references"][key]
+        return References(**stored["references"][key])

@@ -27,6 +27,7 @@ from pathlib import Path
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell
+from nbgrader import utils
 from nbgrader.api import Gradebook
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
@@ -75,7 +76,10 @@ class RestoreCells(NbGraderPreprocessor):
                 expected = released_source(source) if locked else None
                 if locked and cell.source != expected and cell.source != source:
                     tampering.append({"cell": name, "what": "emptied" if not cell.source.strip() else "modified"})
-                if any(cell.metadata.nbgrader.get(k) != meta[k] for k in ("grade", "locked", "solution")):
+                # nbgrader treats a grade cell that is not a solution as locked whatever its flag says (is_locked),
+                # and the gradebook stores it so: only a difference nbgrader acts on is tampering.
+                if (any(bool(cell.metadata.nbgrader.get(k)) != meta[k] for k in ("grade", "solution"))
+                        or utils.is_locked(cell) != bool(locked)):
                     tampering.append({"cell": name, "what": "metadata changed"})
                 cell.metadata.nbgrader.update(meta)
                 continue
@@ -99,7 +103,7 @@ class RestoreCells(NbGraderPreprocessor):
         """Symbolic links and special files of the submission. nbgrader copies a submission's files into
         autograded/ (and feedback/ from there) following links, as the grader: a link to the source notebook or
         the gradebook would hand the student solutions, hidden tests and everyone's grades. Their copies are
-        removed (the kernel's working copy skips them too: ``kernel.plain_files_only``)."""
+        removed (the kernel's working copy skips them too: ``files.copy_in``)."""
         coursedir = CourseDirectory(config=self.config)
         submitted = Path(coursedir.format_path(coursedir.submitted_directory, student, assignment))
         autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))

@@ -65,7 +65,8 @@ ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "nsswitch.conf", "passwd"
 DEVICES = ("null", "zero", "full", "random", "urandom")
 # torch's cpuinfo reads these at its first operation; without them it writes an error to stderr (a zero score).
 PROC_FILES = ("cpuinfo", "meminfo", "stat")
-EDITABLE_PACKAGES = ("torchdoctor",)  # the course's library, installed editable: its folder is outside the venv
+EDITABLE_PACKAGES = ("torchdoctor",)
+HOME_IN_JAIL = "/tmp/home"  # the course's library, installed editable: its folder is outside the venv
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
@@ -122,6 +123,10 @@ class Jail:
     uid: int
     limits: Limits
     torch_threads: int = 0  # intra-op threads of torch in the kernel; 0 leaves torch's default (one per core)
+    env: dict[str, str] = field(default_factory=dict)  # added to the kernel's environment (nbgrader's, kernelspec's)
+    extra_paths: list[str] = field(default_factory=list)  # bound read-only at the same path (data, a kernel's install)
+    argv: list[str] | None = None  # a kernelspec's own command, exec'd in the jail; None: the zygote's ipykernel
+    sealed: str = ""  # a file outside the jail the keeper creates once the socket folder is sealed
 
 
 def _check(result: int, what: str) -> None:
@@ -197,6 +202,9 @@ def _build_root(jail: Jail) -> None:
             _bind(f"/etc/{name}", root)
     for path in python_paths():
         _bind(path, root)
+    for path in jail.extra_paths:  # the instructor's read-only paths, a kernel's installation
+        if os.path.exists(path) and not os.path.exists(root + path):
+            _bind(path, root)
     Path(root, "proc").mkdir()
     for name in PROC_FILES:
         Path(root, "proc", name).write_bytes(Path("/proc", name).read_bytes())
@@ -331,9 +339,13 @@ def confine(jail: Jail, protections: Protections) -> str:
     if linux:
         _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # again: the uid change above cleared it (prctl(2))
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
+    os.environ.update(jail.env)
     os.environ.update(HOME=workdir, USER="student", LOGNAME="student")
     if protections.filesystem:
-        os.environ.update(TMPDIR="/tmp", IPYTHONDIR="/tmp/.ipython")
+        # Caches that libraries keep under HOME (matplotlib's font list, torch's hub) go to the private /tmp, so that
+        # the working folder holds only what the notebook wrote (copied back to autograded/).
+        os.makedirs(HOME_IN_JAIL, mode=0o700, exist_ok=True)
+        os.environ.update(HOME=HOME_IN_JAIL, TMPDIR="/tmp", IPYTHONDIR="/tmp/.ipython")
     return workdir
 
 

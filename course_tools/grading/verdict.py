@@ -5,7 +5,8 @@ A hidden test runs in the student's kernel, where student code may have replaced
 only *observes*, turning what the student's objects do on hidden inputs into plain JSON data, and displays it
 once as ``references.OBSERVED_MIME``. The grader then compares that data with what the reference solution
 observed in a clean kernel (``references``), with its own comparison (``compare``), in its own process. A test
-cell with hidden tests that the reference run saw display no record fails, with a message saying so.
+cell with hidden tests that the reference run saw display no record fails, with a message saying so; a test cell
+whose reference run failed (``References.failed``) keeps nbgrader's own in-kernel verdict, with an error in the log.
 
 ``Verdicts`` runs after execution and before nbgrader's SaveAutoGrades: each graded test cell's outputs are
 replaced by the verdict, in the form nbgrader scores (nothing but a "passed" line: full points; an error output:
@@ -23,7 +24,13 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from course_tools.grading.references import has_hidden_tests, is_test_cell, observed_records, references_for
+from course_tools.grading.references import (
+    References,
+    has_hidden_tests,
+    is_test_cell,
+    observed_records,
+    references_for,
+)
 
 REL_TOL, ABS_TOL = 1e-4, 1e-6
 MAX_SHOWN = 200  # characters of a value shown in a feedback message
@@ -110,8 +117,10 @@ class Verdicts(NbGraderPreprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
         info = resources["nbgrader"]
-        self._references = references_for(self.config, info["assignment"], info["notebook"])
+        self._references = references_for(self.config, info["assignment"], info["notebook"], self.log)
         return super().preprocess(nb, resources)
+
+    _references: References
 
     def preprocess_cell(self, cell: NotebookNode, resources: ResourcesDict, index: int
                         ) -> tuple[NotebookNode, ResourcesDict]:
@@ -119,7 +128,12 @@ class Verdicts(NbGraderPreprocessor):
             return cell, resources
         grade_id = cell.metadata.nbgrader["grade_id"]
         points = float(cell.metadata.nbgrader["points"])
-        reference = self._references.get(grade_id)
+        reference = self._references.records.get(grade_id)
+        failed = self._references.failed.get(grade_id)
+        if failed is not None:  # the reference run could not judge it: as stock nbgrader, the kernel's verdict
+            self.log.error("Test cell %s %s: nbgrader's in-kernel verdict stands for it (fix the source notebook, or "
+                           "what it needs in the sandbox, and grade again)", grade_id, failed)
+            return cell, resources
         if reference is None and has_hidden_tests(cell, self.config):
             # An authoring mistake (tests/test_grading_helpers.py catches it in CI): judging it in the student's
             # kernel would let student code decide, so the cell fails, saying why.

@@ -7,7 +7,10 @@ milliseconds. The zygote imports torch and ipykernel once, finds out which prote
 - ``{"jail": {...}, "connection_file": path}``: fork a keeper, which builds the kernel's namespaces and jail
   (``sandbox.enter``) and forks the kernel: it confines itself (``sandbox.confine``) and runs an IPython kernel on
   that connection file. Answer: ``{"pid": pid}``, the keeper's pid: the keeper lives as long as its kernel, and
-  killing it kills the kernel and, through the PID namespace, everything the kernel spawned.
+  killing it kills the kernel and, through the PID namespace, everything the kernel spawned. A jail with an
+  ``argv`` (a kernelspec that is not this Python's ipykernel) runs that command instead, confined the same way; the
+  keeper seals its socket folder once the five sockets exist, then creates ``jail.sealed`` (outside the jail), which
+  the grader waits for before it sends anything.
 - ``{"reap": uid}``: kill every process left running as that kernel uid (as root, kernels without a PID namespace
   of their own could leave some behind). Answer: ``{"reaped": uid}``.
 
@@ -70,7 +73,12 @@ def _run_kernel(jail: Jail, protections: Protections, connection_file: str) -> i
         os.close(sealed_w)
         code = 0
         try:
-            _serve_kernel(jail, protections, connection_file, bound_w, sealed_r)
+            if jail.argv:
+                os.close(bound_w)
+                os.close(sealed_r)
+                _exec_kernel(jail, protections)
+            else:
+                _serve_kernel(jail, protections, connection_file, bound_w, sealed_r)
         except BaseException:
             import traceback
 
@@ -80,11 +88,41 @@ def _run_kernel(jail: Jail, protections: Protections, connection_file: str) -> i
     os.close(bound_w)
     os.close(sealed_r)
     signal.signal(signal.SIGINT, lambda *_: os.kill(pid, signal.SIGINT))  # jupyter's interrupt, for the kernel
-    if os.read(bound_r, 1):
+    if (_sockets_bound(connection_file, pid) if jail.argv else os.read(bound_r, 1)):
         seal(jail, protections)
-        os.write(sealed_w, b"1")
+        if jail.sealed:
+            Path(jail.sealed).touch()  # outside the jail: the grader starts talking to the kernel
+        if not jail.argv:
+            os.write(sealed_w, b"1")
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status)
+
+
+def _sockets_bound(connection_file: str, pid: int, timeout: float = 120) -> bool:
+    """In the keeper of a kernel that is not the zygote's: wait until it has bound its five ipc sockets (their files
+    exist); False when it ended or took too long."""
+    import time
+
+    info = json.loads(Path(connection_file).read_text())
+    names = [f"{info['ip']}-{info[k]}" for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(os.path.exists(n) for n in names):
+            return True
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:  # ended (not reaped)
+            return False
+        time.sleep(0.005)
+    return False
+
+
+def _exec_kernel(jail: Jail, protections: Protections) -> None:
+    """In the kernel, for a kernelspec that is not the zygote's Python: confine, then run the kernelspec's argv. No
+    student code runs before the keeper seals the socket folder: the grader sends none until then."""
+    from course_tools.grading.sandbox import confine
+
+    assert jail.argv
+    confine(jail, protections)
+    os.execvpe(jail.argv[0], jail.argv, dict(os.environ))
 
 
 def _serve_kernel(jail: Jail, protections: Protections, connection_file: str, bound: int, sealed: int) -> None:
@@ -234,7 +272,11 @@ class Zygote:
         if self._proc.poll() is None:
             assert self._proc.stdin is not None
             self._proc.stdin.close()
-            self._proc.wait(timeout=10)
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # a loaded machine: end it (its kernels die with it, PDEATHSIG)
+                self._proc.kill()
+                self._proc.wait()
 
 
 _shared: Zygote | None = None

@@ -1,0 +1,90 @@
+"""nbgrader's own test suite, run through this course's hardened grading settings (``make test``'s part
+"nbgrader-suite"; README "Grading you can trust", "A drop-in for nbgrader").
+
+nbgrader ships its tests inside the installed package (``nbgrader/tests/apps/``). They run each nbgrader command in
+a fresh temporary course folder whose own ``nbgrader_config.py`` sets only the course root. This runner writes a
+``nbgrader_config.py`` into a folder of its own that loads ``autograder/nbgrader_config.py`` minus what belongs to
+this course only (its root and id), and names that folder in ``JUPYTER_CONFIG_PATH``: every command of the suite then
+grades as this course does (sandboxed kernels from the zygote, references, verdicts, restored cells, safe collect).
+
+The tests that show an intended difference from stock nbgrader are deselected by name (``DIFFERENCES``), each with
+the one-line reason printed at the end of the run; the README lists the same differences. Anything else failing
+is a bug of the drop-in.
+
+Usage: python -m course_tools.nbgrader_suite [pytest arguments ...]
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import typing as t
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+COURSE_CONFIG = REPO / "autograder" / "nbgrader_config.py"
+FILES = ("test_nbgrader_autograde.py", "test_nbgrader_generate_feedback.py", "test_nbgrader_collect.py",
+         "test_nbgrader_zip_collect.py")
+
+# test name (class::function, or function) -> why the hardened grader differs from stock nbgrader there, on purpose.
+UNKNOWN_CELLS = ("a submitted cell with nbgrader metadata the gradebook does not know runs as a plain cell "
+                 "(reported as tampering) and the submission is graded; stock nbgrader fails the whole submission, "
+                 "which a student could do on purpose")
+DIFFERENCES: dict[str, str] = {
+    "TestNbGraderAutograde::test_handle_failure": UNKNOWN_CELLS,
+    "TestNbGraderAutograde::test_handle_failure_single_notebook": UNKNOWN_CELLS,
+    "TestNbGraderAutograde::test_hidden_tests_autotest": (
+        "a hidden test is judged by the grader from the observation record it displays; one that displays none on "
+        "the reference solution (a stock hidden assert) scores 0 for everyone, never judged by the student's kernel, "
+        "where student code could make it pass"),
+}
+
+INJECTED = '''\
+# Written by course_tools.nbgrader_suite: the course's grading settings, without the course's own root and id.
+c = get_config()  # noqa: F821
+load_subconfig({config!r})  # noqa: F821
+for _name in ("root", "course_id"):
+    c.CourseDirectory.pop(_name, None)
+'''
+
+
+def apps_folder() -> Path:
+    import nbgrader.tests.apps
+
+    return Path(nbgrader.tests.apps.__file__).parent
+
+
+def pytest_collection_modifyitems(config: t.Any, items: list[t.Any]) -> None:
+    """Deselect the intended differences by name."""
+    kept, dropped = [], []
+    for item in items:
+        name = item.nodeid.split("::", 1)[-1]
+        base = name.split("[", 1)[0]
+        (dropped if name in DIFFERENCES or base in DIFFERENCES else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_terminal_summary(terminalreporter: t.Any) -> None:
+    terminalreporter.section("intended differences from stock nbgrader (deselected)")
+    for name, reason in DIFFERENCES.items():
+        terminalreporter.write_line(f"{name}: {reason}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    with tempfile.TemporaryDirectory(prefix="td-nbgrader-suite-") as folder:
+        Path(folder, "nbgrader_config.py").write_text(INJECTED.format(config=str(COURSE_CONFIG)))
+        env = {**os.environ, "JUPYTER_CONFIG_PATH": os.pathsep.join(
+            filter(None, [folder, os.environ.get("JUPYTER_CONFIG_PATH")]))}
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # alembic
+        apps = apps_folder()
+        command = [sys.executable, "-m", "pytest", "-p", "course_tools.nbgrader_suite", "-p", "no:cacheprovider",
+                   "--rootdir", str(apps), *[str(apps / name) for name in FILES], *(argv or [])]
+        return subprocess.run(command, cwd=folder, env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -21,7 +21,7 @@ FORCE_ERROR = $(error FORCE=$(FORCE) is neither 1 (redo) nor 0 (don't))
 # nbgrader shells out to alembic: every nbgrader call must find the venv's bin/ first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup lab test lint test-notebooks release autograde feedback clean
+.PHONY: setup lab lab-instructor browser test lint test-notebooks site release autograde feedback clean
 
 setup: $(STAMP)
 
@@ -35,11 +35,30 @@ $(STAMP): requirements.txt pyproject.toml
 
 # Extra arguments for JupyterLab, e.g. LAB_ARGS="--no-browser --port 8890". Root (containers) needs --allow-root.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+# Two views of the same course, each a Jupyter configuration folder in views/ put first on JUPYTER_CONFIG_PATH (it
+# wins over ~/.jupyter, which is left unchanged): the student's (Validate button and assignment list; no Formgrader,
+# no Create Assignment, no news prompt) and the instructor's (adds the Formgrader and Create Assignment).
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) $(LAB_ARGS)
+	JUPYTER_CONFIG_PATH=$(CURDIR)/views/student $(BIN)/jupyter lab --notebook-dir=$(CURDIR) $(LAB_ARGS)
+
+lab-instructor: setup
+	JUPYTER_CONFIG_PATH=$(CURDIR)/views/instructor $(BIN)/jupyter lab --notebook-dir=$(CURDIR) $(LAB_ARGS)
+
+# The browser tests drive a real Chromium (tests/browser/). Installed from Debian's or Ubuntu's `chromium` package
+# where none is found and apt-get can run (as root, or through passwordless sudo); elsewhere the tests skip and say
+# why. CHROMIUM=/path/to/chromium picks another one.
+CHROMIUM_FOUND = $$(test -n "$(CHROMIUM)" && echo "$(CHROMIUM)" || command -v chromium || command -v chromium-browser \
+	|| command -v google-chrome || command -v google-chrome-stable)
+APT_INSTALL_CHROMIUM = apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+browser:
+	@if [ -n "$(CHROMIUM_FOUND)" ]; then exit 0; fi; \
+	if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then set -x; $(APT_INSTALL_CHROMIUM); \
+	elif command -v apt-get >/dev/null && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then \
+		set -x; sudo sh -c '$(APT_INSTALL_CHROMIUM)'; \
+	else echo "No Chromium here and no way to install one (apt-get as root): the browser tests will skip."; fi
 
 # Everything CI checks: lint, the notebooks and pytest side by side, a time per part; ends with pytest's summary line.
-test: setup
+test: setup browser
 	@bash .ci/grading_services.sh install
 	$(BIN)/python -m course_tools.test_all --device $(DEVICE)
 
@@ -49,6 +68,11 @@ lint: setup
 # Chapters, solutions and starters through papermill, every declared error checked (FAST mode).
 test-notebooks: setup
 	$(BIN)/python -m course_tools.run_notebooks --device $(DEVICE)
+
+# The course site in build/site/ (open build/site/index.html): every ready chapter and the cheat sheet as executed by
+# `make test-notebooks` (those missing or older than their source are executed first), contents from course.toml.
+site: setup
+	$(BIN)/python -m course_tools.site --device $(DEVICE)
 
 # Regenerate exercises/ and solutions/ from autograder/source/ for the ready assignments of course.toml (or ASSIGNMENT).
 release: setup

@@ -27,6 +27,22 @@ c.ExecutePreprocessor.timeout = 300
 c.SandboxedExecute.assignment_limits = {
     "hw1_dimensions": {"timeout": 30, "notebook_timeout": 120, "cpu_seconds": 60, "memory_mb": 4096},
     "hw2_gradients": {"timeout": 60, "notebook_timeout": 300, "cpu_seconds": 120, "memory_mb": 4096},
+    # hw5: measured on 2 cores loaded 5x over: whole notebook 8 s in a plain kernel (import torch 4 s, the given
+    # cell's short training 3.7 s, every test cell under 0.2 s); in the grader, references 6 s, 13-18 s per submission
+    # per worker.
+    "hw5_checkpoints": {"timeout": 60, "notebook_timeout": 300, "cpu_seconds": 120, "memory_mb": 4096},
+    # hw3: every cell well under 0.1 s of CPU in a warm kernel; reference run 2.0-2.2 s in the grader, 5.4-5.9 s
+    # per submission per worker with the machine loaded 5x over its 2 cores (corpus of 19, 2 workers).
+    "hw3_dtypes": {"timeout": 30, "notebook_timeout": 120, "cpu_seconds": 60, "memory_mb": 4096},
+    # hw4: ResNet-50 on the CPU. Whole notebook about 8 s of CPU in a plain kernel, slowest cell (results: four
+    # measured ResNet-50 steps) about 4 s; address space 4.9 GB at the peak (torch alone 3.5 GB), resident 1.25 GB.
+    # Graded in the sandbox on 2 cores under a load average of 10-14: about 34 s per submission per worker,
+    # reference run 30-40 s. A model.half() answer runs float16 on the CPU (minutes per step): the 60 s timeout
+    # cuts it off.
+    "hw4_memory": {"timeout": 60, "notebook_timeout": 600, "cpu_seconds": 240, "memory_mb": 8192},
+    # hw6: digits trainings of 0.3-1.1 s of CPU each; slowest cell test_fixed_train (three of them) 1-3.5 s of CPU,
+    # whole notebook about 5 s of CPU in a plain kernel (measured on 2 cores loaded 4-5x over).
+    "hw6_convergence": {"timeout": 60, "notebook_timeout": 300, "cpu_seconds": 120, "memory_mb": 4096},
 }
 
 # Hardened grading (course_tools/grading, README "Grading you can trust"): nbgrader's own autograde pipeline with

@@ -10,6 +10,11 @@ explains the error, and ``torchdoctor.explain`` must give exactly that entry for
 every error the course shows is one a student can paste into ``explain``). A cell that only makes sense on one device
 carries ``"torchdoctor": {"device": "cuda"}``; the runner blanks it on other devices (see ``skip_for_device``).
 
+"Check yourself" questions leave the student's answer as ``None`` in the committed notebook and keep the reference
+answer in the answer cell's metadata, ``"torchdoctor": {"answer": "q1_version = 3"}``. The runner puts the
+reference in before it executes the notebook (``fill_reference_answers``), so CI proves that the reference passes
+the check cell that follows, and fails when a check (``torchdoctor.quiz``) does not accept it.
+
 Neither papermill nor nbval checks this: papermill reports any error, declared or not, and nbval passes a
 ``raises-exception`` cell that raises nothing. So the check is ours.
 """
@@ -25,6 +30,8 @@ from torchdoctor import explain, get_entry
 
 RAISES_TAG = "raises-exception"
 SKIPPED_MARK = "# Skipped by the notebook runner:"
+ANSWER_MARK = "# Reference answer, filled in by the notebook runner:"
+QUIZ_REJECTED = re.compile(r"^\S+: (not answered yet\.|not yet: )")
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,23 @@ def skip_for_device(nb: NotebookNode, device: str) -> list[int]:
     return skipped
 
 
+def fill_reference_answers(nb: NotebookNode) -> list[int]:
+    """Replace, in place, each answer cell's ``None`` placeholder with its reference answer; return their indices."""
+    filled = []
+    for index, cell in enumerate(nb.cells):
+        answer = _doctor_metadata(cell).get("answer") if cell.cell_type == "code" else None
+        if answer is not None:
+            cell.source = f"{ANSWER_MARK}\n{answer}"
+            filled.append(index)
+    return filled
+
+
+def _rejected_answers(cell: NotebookNode) -> list[str]:
+    """Lines where ``torchdoctor.quiz`` did not accept an answer (wrong, or still unanswered)."""
+    text = "".join(out.get("text", "") for out in cell.get("outputs", []) if out.get("output_type") == "stream")
+    return [line for line in text.splitlines() if QUIZ_REJECTED.search(line)]
+
+
 def _errors(cell: NotebookNode) -> list[NotebookNode]:
     return [out for out in cell.get("outputs", []) if out.get("output_type") == "error"]
 
@@ -196,6 +220,8 @@ def check_executed(nb: NotebookNode, *, starter: bool = False) -> list[str]:
             )
         elif starter and _nbgrader(cell).get("grade") and not errors:
             problems.append(f"{label} is a test that passes on the unmodified starter")
+        problems += [f"{label}: the check did not accept the reference answer: {line}" for line in
+                     _rejected_answers(cell)]
     if unrun:
         problems.append(f"{len(unrun)} cell(s) never ran, the first: {unrun[0]}")
     return problems

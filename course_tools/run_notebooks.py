@@ -22,7 +22,8 @@ from pathlib import Path
 
 import nbformat
 
-from course_tools.notebook_check import check_executed, skip_for_device
+from course_tools.notebook_check import check_executed, fill_reference_answers, skip_for_device
+from course_tools.progress_text import progress_bars_as_text
 from torchdoctor.manifest import load_manifest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,6 +101,7 @@ def run_one(path: Path, parameters: dict, build: Path = BUILD, starter: bool | N
 
     nb = nbformat.read(path, as_version=4)
     skipped = skip_for_device(nb, parameters["DEVICE"])
+    fill_reference_answers(nb)
     starter = is_starter(path) if starter is None else starter
     problems: list[str] = []
     try:
@@ -118,6 +120,7 @@ def run_one(path: Path, parameters: dict, build: Path = BUILD, starter: bool | N
         problems.append(f"execution stopped: {type(exc).__name__}: {exc}")
 
     executed = remove_error_markers(nbformat.read(out, as_version=4)) if out.exists() else nb
+    progress_bars_as_text(executed)
     nbformat.write(executed, out)
     problems += check_executed(executed, starter=starter)
     return RunResult(str(relative), time.perf_counter() - started, len(skipped), problems)

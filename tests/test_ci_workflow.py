@@ -13,6 +13,7 @@ from torchdoctor.catalog import CATALOG
 
 WORKFLOW = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))
 GPU = WORKFLOW["jobs"]["gpu"]
+CPU = WORKFLOW["jobs"]["cpu"]
 
 
 def test_the_gpu_job_never_runs_for_a_pull_request():
@@ -34,3 +35,18 @@ def test_the_gpu_job_selects_every_cuda_reproducer_and_the_cuda_memory_tests():
     cuda_entries = {e.id for e in CATALOG if e.needs == "cuda"}
     assert cuda_entries and cuda_entries <= reproducers, f"not selected: {sorted(cuda_entries - reproducers)}"
     assert any("test_memory.py::test_cuda" in line for line in collected), "the CUDA memory tests are not selected"
+
+
+def test_the_cpu_job_uploads_the_browser_tests_screenshots_even_when_tests_fail():
+    uploads = [step for step in CPU["steps"] if str(step.get("uses", "")).startswith("actions/upload-artifact")]
+    screenshots = [step for step in uploads if step["with"]["path"] == "build/screenshots"]
+    assert screenshots, "build/screenshots (tests/browser/) is not uploaded"
+    assert screenshots[0].get("if") == "always()", "screenshots must be uploaded when the tests fail too"
+
+
+def test_the_cpu_job_publishes_the_course_site_after_the_tests():
+    names = [step.get("name", "") + step.get("run", "") for step in CPU["steps"]]
+    tests = next(i for i, n in enumerate(names) if ".ci/run" in n)
+    site = next(i for i, n in enumerate(names) if "make site" in n)
+    assert site > tests, "make site reads the notebooks that make test executed"
+    assert any(step.get("with", {}).get("path") == "build/site" for step in CPU["steps"])

@@ -60,3 +60,26 @@ def test_declared_errors_name_a_catalog_entry(path):
     checks, on the executed notebook, that explain() gives that entry for the real error)."""
     problems = [p for i, c in enumerate(code_cells(path)) for p in check_declaration(i, c)]
     assert not problems, f"{path}: " + "; ".join(problems)
+
+
+CHAPTERS = [p for p in NOTEBOOKS if p.startswith("course/")]
+
+
+@pytest.mark.parametrize("path", CHAPTERS)
+def test_check_yourself_answers_are_left_to_the_student(path):
+    """Answers start as None and the reference lives in the answer cell's metadata (the runner fills it in); no
+    answer is pre-filled in a collapsed cell, and every chapter with questions checks them with torchdoctor.quiz."""
+    cells = code_cells(path)
+    collapsed = [i for i, c in enumerate(cells) if c.metadata.get("jupyter", {}).get("source_hidden")]
+    assert not collapsed, f"{path}: code cells {collapsed} are collapsed; put answers in answer cells (metadata)"
+    for index, c in enumerate(cells):
+        reference = c.metadata.get("torchdoctor", {}).get("answer")
+        if reference is None:
+            continue
+        assigned = re.findall(r"^(\w+) = (.+?)(?:\s+#.*)?$", c.source, re.MULTILINE)
+        assert assigned and all(value == "None" for _, value in assigned), (
+            f"{path}: answer cell {index} must leave each answer as `name = None`, not {c.source!r}")
+        assert {name for name, _ in assigned} <= set(re.findall(r"\b\w+\b", reference)), (
+            f"{path}: answer cell {index}'s reference does not define {[n for n, _ in assigned]}")
+        later = "\n".join(cell.source for cell in cells[index + 1:])
+        assert re.search(r"\b(check_answer|answered)\(", later), f"{path}: answer cell {index} is never checked"

@@ -183,3 +183,39 @@ def test_nbval_alone_would_pass_a_declared_error_that_never_happens(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout
     assert run_one(path, PARAMETERS, tmp_path / "build").problems != []
+
+
+# Check-yourself answers: the runner fills in each answer cell's reference and fails when a check rejects it.
+def answer_cell(placeholder, reference):
+    return new_code_cell(placeholder, metadata={"torchdoctor": {"answer": reference}})
+
+
+QUESTION = "from torchdoctor.quiz import check_answer\nq1 = None  # your answer"
+CHECK = new_code_cell('check_answer("Q1", q1, expected=torch.nn.Linear(20, 3).weight.shape[0])')
+
+
+def test_reference_answers_are_filled_in_and_checked(tmp_path):
+    right = write(tmp_path, "right.ipynb", answer_cell(QUESTION, "from torchdoctor.quiz import check_answer\nq1 = 3"),
+                  CHECK)
+    wrong = write(tmp_path, "wrong.ipynb", answer_cell(QUESTION, "from torchdoctor.quiz import check_answer\nq1 = 4"),
+                  CHECK)
+    missing = write(tmp_path, "missing.ipynb", new_code_cell(QUESTION), CHECK)
+    build = tmp_path / "build"
+
+    assert run_one(right, PARAMETERS, build).problems == []
+    assert "Q1: correct." in nbformat.read(build / "right.ipynb", as_version=4).cells[-1].outputs[0].text
+    (problem,) = run_one(wrong, PARAMETERS, build).problems
+    assert "did not accept the reference answer: Q1: not yet: 4" in problem
+    (problem,) = run_one(missing, PARAMETERS, build).problems
+    assert "Q1: not answered yet." in problem
+
+
+def test_progress_bars_are_kept_as_their_final_text(tmp_path):
+    loop = new_code_cell("from tqdm.auto import tqdm\nfor _ in tqdm(range(7), desc='epochs'):\n    pass")
+    path = write(tmp_path, "progress.ipynb", loop)
+    assert run_one(path, PARAMETERS, tmp_path / "build").problems == []
+    executed = nbformat.read(tmp_path / "build" / "progress.ipynb", as_version=4)
+    (output,) = executed.cells[-1].outputs
+    assert output.data == {"text/plain": output.data["text/plain"]}
+    assert output.data["text/plain"].startswith("epochs: 100%|##########| 7/7 [")
+    assert "widgets" not in executed.metadata

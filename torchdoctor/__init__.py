@@ -10,8 +10,16 @@ from torchdoctor.devices import pick_device, seed_everything
 from torchdoctor.explain import Diagnosis, explain
 from torchdoctor.gradients import find_nonfinite, global_grad_norm, grad_norms
 from torchdoctor.ipython_extension import load_ipython_extension, unload_ipython_extension
-from torchdoctor.memory import estimate_step_peak, measure_memory, memory_budget, peak_memory
-from torchdoctor.quiz import check_answer
+from torchdoctor.memory import (
+    estimate_step_peak,
+    format_bytes,
+    measure_memory,
+    memory_budget,
+    oom_numbers,
+    peak_memory,
+    step_memory_breakdown,
+)
+from torchdoctor.quiz import answered, check_answer
 from torchdoctor.shapes import expect_shape, shape_table
 
 __version__ = "0.1.0"
@@ -21,6 +29,7 @@ __all__ = [
     "CHAPTERS",
     "Diagnosis",
     "ErrorEntry",
+    "answered",
     "by_chapter",
     "chapter_title",
     "check_answer",
@@ -28,15 +37,18 @@ __all__ = [
     "expect_shape",
     "explain",
     "find_nonfinite",
+    "format_bytes",
     "get_entry",
     "global_grad_norm",
     "grad_norms",
     "load_ipython_extension",
     "measure_memory",
     "memory_budget",
+    "oom_numbers",
     "peak_memory",
     "pick_device",
     "seed_everything",
     "shape_table",
+    "step_memory_breakdown",
     "unload_ipython_extension",
 ]

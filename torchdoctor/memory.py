@@ -7,6 +7,7 @@ creates and a weak reference notices when it is freed. On CUDA the caching alloc
 from __future__ import annotations
 
 import copy
+import re
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -28,6 +29,8 @@ __all__ = [
     "peak_memory",
     "memory_budget",
     "estimate_step_peak",
+    "step_memory_breakdown",
+    "oom_numbers",
 ]
 
 
@@ -231,3 +234,105 @@ def estimate_step_peak(
             optimizer.step()
             del loss
     return tracker.peak
+
+
+def _tensor_bytes(tensors: Any) -> int:
+    """Bytes of the distinct storages behind the tensors in ``tensors`` (any nesting of lists, dicts, tuples)."""
+    seen: dict[int, int] = {}
+    for leaf in tree_iter(tensors):
+        if isinstance(leaf, torch.Tensor):
+            st = leaf.untyped_storage()
+            seen[st.data_ptr() or id(st)] = st.nbytes()
+    return sum(seen.values())
+
+
+def step_memory_breakdown(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor | Sequence[torch.Tensor],
+    target: torch.Tensor,
+    loss_fn: Callable[..., torch.Tensor],
+    device: str | torch.device | None = None,
+) -> dict[str, int]:
+    """Run one training step and say, in bytes, what holds memory in it.
+
+    The step is ``optimizer.zero_grad(set_to_none=True)``, ``loss_fn(model(*inputs), target).backward()`` and
+    ``optimizer.step()``. The result has the keys ``"parameters"`` (alive before the step), ``"activations"``
+    (what the forward pass left alive for the backward pass: saved tensors, the output and the loss),
+    ``"gradients"`` (the ``.grad`` tensors after backward), ``"optimizer state"`` (the optimizer's tensors after
+    the step: nothing for plain SGD, two copies of the parameters for Adam) and ``"peak"`` (the step's peak above
+    what was alive before it, as :func:`peak_memory` measures it). ``device`` chooses the accounting as in
+    :func:`measure_memory`.
+    """
+    inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+    dev = _resolve_device(device)
+    params = [p for p in model.parameters()]
+    result = {"parameters": _tensor_bytes(params)}
+    optimizer.zero_grad(set_to_none=True)
+
+    def state_bytes() -> int:
+        return _tensor_bytes([dict(s) for s in optimizer.state.values()])
+
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        start = torch.cuda.memory_allocated(dev)
+        loss = loss_fn(model(*inputs), target)
+        torch.cuda.synchronize(dev)
+        result["activations"] = torch.cuda.memory_allocated(dev) - start
+        loss.backward()
+        result["gradients"] = _tensor_bytes([p.grad for p in params if p.grad is not None])
+        optimizer.step()
+        del loss
+        torch.cuda.synchronize(dev)
+        result["optimizer state"] = state_bytes()
+        result["peak"] = torch.cuda.max_memory_allocated(dev) - start
+        return result
+    if dev.type != "cpu":
+        raise ValueError(f"step_memory_breakdown supports 'cpu' and 'cuda', not {dev.type!r}")
+    tracker = LiveBytesTracker()
+    with tracker:
+        loss = loss_fn(model(*inputs), target)
+        result["activations"] = tracker.live
+        loss.backward()
+        result["gradients"] = _tensor_bytes([p.grad for p in params if p.grad is not None])
+        optimizer.step()
+        del loss
+    result["optimizer state"] = state_bytes()
+    result["peak"] = tracker.peak
+    return result
+
+
+_SIZE = r"(\d+(?:\.\d+)?) ?(bytes|B|KiB|MiB|GiB|TiB|PiB|EiB)"
+_UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50, "EiB": 2**60}
+_OOM_FIELDS = {
+    "tried to allocate": r"[Tt]ried to allocate " + _SIZE,
+    "total capacity": r"total capacity of " + _SIZE,
+    "free": r"of which " + _SIZE + r" is free",
+    "in use by this process": r"this process has " + _SIZE + r" memory in use",
+    "allocated by PyTorch": r"[Oo]f the allocated memory " + _SIZE + r" is allocated by PyTorch",
+    "reserved but unallocated": _SIZE + r" is reserved by PyTorch but unallocated",
+    "requested": r"Requested size: " + _SIZE,
+    "budget in use": r"with " + _SIZE + r" of the",
+    "budget": r"of the " + _SIZE + r" budget",
+}
+
+
+def oom_numbers(message: str | BaseException) -> dict[str, int]:
+    """The sizes an out-of-memory message states, in bytes, by what they mean.
+
+    Reads today's CUDA message ("Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 7.79 GiB of which
+    1.06 GiB is free. Including non-PyTorch memory, this process has 6.72 GiB memory in use. Of the allocated
+    memory 6.50 GiB is allocated by PyTorch, and 12.00 MiB is reserved by PyTorch but unallocated.") and the
+    simulated CPU budget's message of :func:`memory_budget`. Keys: "tried to allocate", "total capacity", "free",
+    "in use by this process", "allocated by PyTorch", "reserved but unallocated", "requested", "budget in use",
+    "budget"; only those the message states are present. The sizes are as printed (rounded to two decimals).
+    """
+    text = str(message)
+    found = {}
+    for name, pattern in _OOM_FIELDS.items():
+        match = re.search(pattern, text)
+        if match:
+            number, unit = match.group(1), match.group(2)
+            found[name] = round(float(number) * _UNITS[unit])
+    return found

@@ -2,8 +2,11 @@
 
 A chapter asks a question, leaves ``q1_answer = None`` for the student to fill in, and a check cell calls
 ``check_answer("Q1", q1_answer, expected=...)`` with ``expected`` computed in that cell by running the code in
-question, never typed. An unanswered question (``None`` or ``...``) prints "not answered yet" instead of
-failing, so "Run all" (and CI) goes through the whole chapter; the answer itself is never printed.
+question, never typed. Checks with several conditions (a repaired function, say) run under
+``if answered("Q2", q2_collate):``. An unanswered question (``None`` or ``...``) prints "not answered yet" instead of
+failing, so "Run all" goes through the whole chapter; the answer itself is never printed. The notebook runner puts
+each answer cell's reference answer in before it runs a chapter, and fails when a check rejects it
+(course_tools/notebook_check.py).
 """
 
 from __future__ import annotations
@@ -16,21 +19,26 @@ import torch
 UNANSWERED = (None, Ellipsis)
 
 
-def check_answer(question: str, given, expected, *, tol: float = 1e-6, hint: str = "") -> bool | None:
-    """Print whether ``given`` matches ``expected``; return True / False, or None when not answered yet.
+def answered(question: str, *given) -> bool:
+    """True when every one of ``given`` holds an answer; otherwise print that ``question`` waits for one."""
+    if any(value is marker for value in given for marker in UNANSWERED):
+        print(f"{question}: not answered yet. Write your answer in the cell above and run this cell again.")
+        return False
+    return True
+
+
+def check_answer(question: str, given, expected, *, tol: float = 1e-6, hint: str = "") -> None:
+    """Print whether ``given`` matches ``expected`` (nothing is returned, so a check cell shows only the verdict).
 
     Numbers compare within ``tol`` (relative and absolute), strings without regard to case and surrounding
     spaces, tensors and ``torch.Size`` by their values, sets as sets, lists and tuples element by element.
     """
-    if any(given is marker for marker in UNANSWERED):
-        print(f"{question}: not answered yet. Write your answer in the cell above and run this cell again.")
-        return None
-    correct = answers_match(given, expected, tol)
-    if correct:
+    if not answered(question, given):
+        return
+    if answers_match(given, expected, tol):
         print(f"{question}: correct.")
     else:
         print(f"{question}: not yet: {given!r} is not what PyTorch gives." + (f" Hint: {hint}" if hint else ""))
-    return correct
 
 
 def answers_match(given, expected, tol: float = 1e-6) -> bool:

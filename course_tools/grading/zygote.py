@@ -7,7 +7,10 @@ milliseconds. The zygote imports torch and ipykernel once, finds out which prote
 - ``{"jail": {...}, "connection_file": path}``: fork a keeper, which builds the kernel's namespaces and jail
   (``sandbox.enter``) and forks the kernel: it confines itself (``sandbox.confine``) and runs an IPython kernel on
   that connection file. Answer: ``{"pid": pid}``, the keeper's pid: the keeper lives as long as its kernel, and
-  killing it kills the kernel and, through the PID namespace, everything the kernel spawned.
+  killing it kills the kernel and, through the PID namespace, everything the kernel spawned. A jail with an
+  ``argv`` (a kernelspec that is not this Python's ipykernel) runs that command instead, confined the same way; the
+  keeper seals its socket folder once the five sockets exist, then creates ``jail.sealed`` (outside the jail), which
+  the grader waits for before it sends anything.
 - ``{"reap": uid}``: kill every process left running as that kernel uid (as root, kernels without a PID namespace
   of their own could leave some behind). Answer: ``{"reaped": uid}``.
 
@@ -269,7 +272,11 @@ class Zygote:
         if self._proc.poll() is None:
             assert self._proc.stdin is not None
             self._proc.stdin.close()
-            self._proc.wait(timeout=10)
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # a loaded machine: end it (its kernels die with it, PDEATHSIG)
+                self._proc.kill()
+                self._proc.wait()
 
 
 _shared: Zygote | None = None

@@ -146,3 +146,40 @@ def test_bad_arguments_and_meta_models():
         nn.Linear(3, 3), (torch.randn(2, 3), torch.randn(2, 3)), F.mse_loss, 4)
     with pytest.raises(ValueError, match="batch_size must be an int"):
         estimate_step_peak(nn.Linear(3, 3), (torch.randn(2, 3), torch.randn(2, 3)), F.mse_loss, 2.5)
+
+
+def test_step_breakdown_names_what_holds_memory():
+    from torchdoctor.memory import step_memory_breakdown
+
+    model, _, x, y, _ = training_step(32)
+    n_params = sum(p.numel() for p in model.parameters())
+    sgd = step_memory_breakdown(model, torch.optim.SGD(model.parameters(), lr=0.1), x, y, F.cross_entropy, "cpu")
+    assert sgd["parameters"] == sgd["gradients"] == 4 * n_params
+    assert sgd["optimizer state"] == 0
+    # conv1 output 32x16x32x32 floats is one of the saved activations
+    assert sgd["activations"] > 32 * 16 * 32 * 32 * 4
+    assert sgd["peak"] >= sgd["activations"] + sgd["gradients"]
+    adam = step_memory_breakdown(model, torch.optim.Adam(model.parameters()), x, y, F.cross_entropy, "cpu")
+    assert 2 * 4 * n_params <= adam["optimizer state"] <= 2 * 4 * n_params + 64  # exp_avg, exp_avg_sq (+ step)
+    fresh = training_step(32)
+    assert abs(sgd["peak"] - peak_memory(fresh[-1], device="cpu")) <= 0.05 * sgd["peak"]
+
+
+def test_oom_numbers_reads_todays_cuda_message_and_the_simulated_one():
+    from torchdoctor.catalog.memory import CUDA_OOM
+    from torchdoctor.memory import oom_numbers
+
+    numbers = oom_numbers(CUDA_OOM.example)
+    assert numbers["tried to allocate"] == 2 * 2**30
+    assert numbers["reserved but unallocated"] == 12 * 2**20
+    assert set(numbers) == {"tried to allocate", "total capacity", "free", "in use by this process",
+                            "allocated by PyTorch", "reserved but unallocated"}
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        with memory_budget(10_000, device="cpu"):
+            keep = torch.ones(2000)  # noqa: F841
+            torch.ones(1000)
+    assert oom_numbers(info.value) == {"tried to allocate": round(3.91 * 1024), "budget in use": round(7.81 * 1024),
+                                       "budget": round(9.77 * 1024)}
+    assert oom_numbers("CUDA out of memory. Allocation was preemptively rejected because it would exceed "
+                       "per_process_memory_fraction limit. Requested size: 1.50 GiB") == {"requested": 3 * 2**29}
+    assert oom_numbers("KeyError: 'lr'") == {}

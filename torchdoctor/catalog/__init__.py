@@ -17,6 +17,7 @@ import torch
 
 from torchdoctor.catalog import (
     accuracy,
+    case_study,
     checkpoints,
     convergence,
     data_loading,
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 _MODULES = (method, dimensions, gradients, memory, dtype_device, checkpoints, data_loading, convergence, accuracy,
-            multi_gpu)
+            multi_gpu, case_study)
 
 # Matching order: entries whose message quotes another error first, then chapter by chapter.
 CATALOG: tuple[ErrorEntry, ...] = tuple(

@@ -46,11 +46,19 @@ def state_dict_keys() -> None:
 
 
 def _state_dict_keys(g: Mapping[str, str]) -> str:
-    if '"module.' in g["keys"]:
+    # "Missing" lists the model's names, "Unexpected" the checkpoint's: which side has the prefix decides the fix.
+    missing, _, unexpected = g["keys"].partition("Unexpected key(s) in state_dict:")
+    if '"module.' in unexpected and '"module.' not in missing:
         return (
-            "The keys start with 'module.': the checkpoint was saved from a DataParallel/DDP wrapper. Save "
+            "The checkpoint's keys start with 'module.': it was saved from a DataParallel/DDP wrapper. Save "
             "model.module.state_dict(), or strip the prefix when loading: "
             "{k.removeprefix('module.'): v for k, v in state.items()}."
+        )
+    if '"module.' in missing and unexpected.strip() and '"module.' not in unexpected:
+        return (
+            "The model's keys start with 'module.' and the checkpoint's do not: the model is wrapped in "
+            "DataParallel/DDP and the checkpoint is not. Load into the model inside the wrapper: "
+            "model.module.load_state_dict(state)."
         )
     return (
         "The checkpoint and the model have different layers. Load with result = model.load_state_dict(sd, "
@@ -104,6 +112,44 @@ STATE_DICT_SIZE_MISMATCH = ErrorEntry(
     "with strict=False and initialise those layers yourself.",
     reproducer=state_dict_size_mismatch,
     specific_fix=_size_mismatch,
+)
+
+
+# Defined before WEIGHTS_ONLY_LOAD (and listed before it): its message starts with "Weights only load failed"
+# too, and the first entry that matches wins.
+def not_a_checkpoint() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.pt")
+        with open(path, "w") as file:  # what a failed download often saves: the server's error page
+            file.write("<!DOCTYPE html><html><body>404 Not Found</body></html>")
+        torch.load(path)
+
+
+def _not_a_checkpoint(g: Mapping[str, str]) -> str:
+    first = g["first"][1:-1] if g["first"].startswith("'") else chr(int(g["first"]))
+    hint = " ('<' is how an HTML page starts: a download that saved an error page)" if first == "<" else ""
+    return (
+        f"The file starts with {first!r}{hint}, not with a PyTorch zip archive or a pickle. Look at its first "
+        "bytes (open(path, 'rb').read(100)) and download or save it again; weights_only=False will not help."
+    )
+
+
+NOT_A_CHECKPOINT = ErrorEntry(
+    id="not-a-checkpoint",
+    title="The file is not a checkpoint at all",
+    chapter=CHAPTER,
+    exception_types=("UnpicklingError",),
+    pattern=r"(?:WeightsUnpickler error:\s*Unsupported operand |invalid load key, )(?P<first>\d+|'[^']*')",
+    example="Weights only load failed. In PyTorch 2.6, we changed the default value of the `weights_only` argument "
+    "in `torch.load` from `False` to `True`. ... WeightsUnpickler error: \n\nUnsupported operand 60",
+    cause="torch.load found neither a zip archive (what torch.save writes) nor a pickle: the file is something "
+    "else, typically an HTML error page saved by a failed download, or a text file. With weights_only=True the "
+    "message starts like a weights_only refusal, but the cause is the file, and weights_only=False only changes "
+    "it to 'invalid load key'.",
+    fix="Look at the file's first bytes (open(path, 'rb').read(100)); fetch or save it again, and check its size "
+    "and checksum against the original.",
+    reproducer=not_a_checkpoint,
+    specific_fix=_not_a_checkpoint,
 )
 
 
@@ -200,19 +246,59 @@ CORRUPTED_CHECKPOINT = ErrorEntry(
     exception_types=("RuntimeError",),
     pattern=r"PytorchStreamReader failed reading zip archive",
     example="PytorchStreamReader failed reading zip archive: failed finding central directory",
-    cause="A torch.save file is a zip archive; this one is incomplete (interrupted save or copy, disk full) "
-    "or is not a PyTorch file at all (an HTML error page saved as .pt).",
+    cause="A torch.save file is a zip archive whose table of contents (the central directory) sits at its end; "
+    "this one is incomplete (an interrupted save or copy, a full disk), so that table is missing or damaged.",
     fix="Compare the file size with the original, re-download or re-save it; save to a temporary name and "
     "os.replace it so a crash never leaves half a file.",
     reproducer=corrupted_checkpoint,
 )
 
 
+def cuda_checkpoint_on_cpu() -> None:
+    buffer = io.BytesIO()
+    torch.save(TinyNet().state_dict(), buffer)
+    buffer.seek(0)
+    # A file saved on a GPU records "cuda:0" for each tensor and torch.load restores it there; asking for
+    # "cuda" takes the same path, on a machine without a GPU.
+    torch.load(buffer, map_location="cuda")
+
+
+def _cuda_checkpoint_on_cpu(g: Mapping[str, str]) -> str:
+    # Only the message that names a device index has numbers; the no-GPU message gets the general fix.
+    return (
+        f"The checkpoint's tensors were saved on cuda:{g['index']}, and this machine has {g['count']} GPU(s). "
+        "Load with map_location='cuda:0' (or map_location={'cuda:" + g["index"] + "': 'cuda:0'})."
+    )
+
+
+CUDA_CHECKPOINT_ON_CPU = ErrorEntry(
+    id="cuda-checkpoint-on-cpu",
+    title="GPU checkpoint loaded on a machine without that GPU",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError",),
+    pattern=r"Attempting to deserialize object on (?:a CUDA device but torch\.cuda\.is_available\(\) is False|"
+    r"CUDA device (?P<index>\d+) but torch\.cuda\.device_count\(\) is (?P<count>\d+))",
+    example="Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False. If you are "
+    "running on a CPU-only machine, please use torch.load with map_location=torch.device('cpu') to map your "
+    "storages to the CPU.",
+    cause="torch.save records the device of every tensor (cuda:0 for a model trained on a GPU) and torch.load puts "
+    "each tensor back there unless map_location says otherwise; this machine has no GPU, or fewer GPUs than the "
+    "one that saved the file.",
+    fix="torch.load(path, map_location='cpu') or map_location=device (the device you picked), then "
+    "model.load_state_dict(...): the values are copied onto the model's own device.",
+    reproducer=cuda_checkpoint_on_cpu,
+    specific_fix=_cuda_checkpoint_on_cpu,
+    needs="cuda-build-without-gpu",
+)
+
+
 ENTRIES: tuple[ErrorEntry, ...] = (
     STATE_DICT_KEYS,
     STATE_DICT_SIZE_MISMATCH,
+    NOT_A_CHECKPOINT,
     WEIGHTS_ONLY_LOAD,
     MISSING_CLASS_ON_LOAD,
     RAN_OUT_OF_INPUT,
     CORRUPTED_CHECKPOINT,
+    CUDA_CHECKPOINT_ON_CPU,
 )

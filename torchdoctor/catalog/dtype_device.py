@@ -91,6 +91,29 @@ MATMUL_DTYPE = ErrorEntry(
 )
 
 
+def matmul_operator_dtype() -> None:
+    torch.ones(2, 3) @ torch.ones(3, 2, dtype=torch.float64)
+
+
+MATMUL_OPERATOR_DTYPE = ErrorEntry(
+    id="matmul-operator-dtype",
+    title="Matrix product (or bias-free convolution) of tensors with different dtypes",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError",),
+    pattern=r"expected m1 and m2 to have the same dtype, but got: [\w:]+(?: \w+)* != [\w:]+(?: \w+)*"
+    r"|expected scalar type \w+ but found \w+",
+    example="expected m1 and m2 to have the same dtype, but got: float != double",
+    cause="A matrix product written by hand (x @ W, torch.mm, torch.bmm) mixes dtypes: typically float32 data "
+    "with weights made from a numpy float64 array, or integer data. The same mistake as 'mat1 and mat2 must have "
+    "the same dtype' in nn.Linear, worded with C++ type names (float, double, long int) or, for batched "
+    "products and for convolutions without a bias (Conv2d(..., bias=False), as in ResNets), as 'expected scalar "
+    "type Double but found Float'.",
+    fix="Give both operands one dtype, usually float32: W = torch.as_tensor(array, dtype=torch.float32), or "
+    "x.to(W.dtype); for a layer, convert the input to the layer's dtype (x.float()), not the layer.",
+    reproducer=matmul_operator_dtype,
+)
+
+
 def conv_input_type() -> None:
     nn.Conv2d(1, 1, 3)(torch.randn(1, 1, 5, 5, dtype=torch.float64))
 
@@ -290,6 +313,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
     CE_TARGET_DTYPE,
     CE_PROBABILITY_TARGET_LONG,
     MATMUL_DTYPE,
+    MATMUL_OPERATOR_DTYPE,
     CONV_INPUT_TYPE,
     EMBEDDING_INDEX_DTYPE,
     CUDA_NO_DRIVER,

@@ -47,7 +47,8 @@ def _cuda_oom(g: Mapping[str, str]) -> str:
     return (
         f"One allocation of {g['size']} did not fit. Reduce the batch size, use gradient accumulation, "
         f"torch.autocast, activation checkpointing, and torch.no_grad() for evaluation; look for tensors kept "
-        f"alive by accident (total_loss += loss keeps every graph, use loss.item())."
+        f"alive by accident (a loss summed as a tensor keeps its graph, in evaluation with every activation: "
+        f"use loss.item())."
     )
 
 
@@ -56,10 +57,16 @@ CUDA_OOM = ErrorEntry(
     title="CUDA out of memory",
     chapter=CHAPTER,
     exception_types=("OutOfMemoryError", "RuntimeError"),
-    pattern=r"CUDA out of memory\. Tried to allocate (?P<size>[\d.]+ (?:bytes|[KMGTP]iB))",
+    # Under torch.cuda.set_per_process_memory_fraction the allocator may refuse before it asks the driver, with
+    # "Allocation was preemptively rejected because it would exceed per_process_memory_fraction limit".
+    pattern=r"CUDA out of memory\. (?:Tried to allocate (?P<size>[\d.]+ (?:bytes|[KMGTP]iB))|Allocation was "
+    r"preemptively rejected)",
     example="CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 7.79 GiB of which "
     "1.06 GiB is free. Including non-PyTorch memory, this process has 6.72 GiB memory in use. Of the "
-    "allocated memory 6.50 GiB is allocated by PyTorch, and 12.00 MiB is reserved by PyTorch but unallocated.",
+    "allocated memory 6.50 GiB is allocated by PyTorch, and 12.00 MiB is reserved by PyTorch but unallocated. "
+    "If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to "
+    "avoid fragmentation.  See documentation for Memory Management  "
+    "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
     cause="The GPU could not provide one more block: parameters, gradients, optimizer state and the "
     "activations saved for backward (which grow with the batch size) together need more than the card has.",
     fix="Reduce the batch size, accumulate gradients, use torch.autocast, activation checkpointing and "

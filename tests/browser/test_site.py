@@ -1,0 +1,115 @@
+"""The course site (`make site`) in a real Chromium: every ready chapter's page shows its plots and its
+tracebacks, links to its notebook and its homework; the contents page follows course.toml; no solution is there.
+
+The site is built into a scratch folder from the executed notebooks in build/notebooks/. Under `make test` the
+notebooks part writes them while pytest runs: this test waits until each is complete (papermill's end time set)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytest.importorskip("playwright.sync_api", reason="Playwright is missing: run `make setup`")
+
+from course_tools import site as course_site  # noqa: E402
+from torchdoctor.manifest import load_manifest  # noqa: E402
+
+WAIT_FOR_NOTEBOOKS_S = 1500  # the notebooks part of `make test` runs beside pytest on two cores
+IDLE_S = 240  # nothing executed for this long while some notebooks are missing: nobody is running them
+IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
+
+
+def complete(path: Path) -> str | None:
+    """The notebook's text when papermill has finished writing it (its end time is set), else None."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        return text if json.loads(text)["metadata"]["papermill"]["end_time"] is not None else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def snapshot_executed(pages: list[course_site.Page], snapshot: Path) -> None:
+    """Copy each page's executed notebook, once complete, into `snapshot`: the site is built from there, so that
+    a notebook run starting meanwhile cannot hand the build a half-written file."""
+    deadline = time.monotonic() + WAIT_FOR_NOTEBOOKS_S
+    waiting = list(pages)
+    while True:
+        for page in list(waiting):
+            if (text := complete(page.executed)) is not None:
+                target = page.executed_in(snapshot)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+                waiting.remove(page)
+        if not waiting:
+            return
+        newest = max((p.executed.stat().st_mtime for p in pages if p.executed.exists()), default=0)
+        if time.monotonic() > deadline or time.time() - newest > IDLE_S:
+            pytest.fail("no complete executed copy of " + ", ".join(p.notebook for p in waiting)
+                        + ": run `make test-notebooks` (or `python -m course_tools.run_notebooks`) first")
+        time.sleep(5)  # polling files that another process writes, not waiting on the page
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("executed")
+    snapshot_executed(course_site.pages(), folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def built(snapshot, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "site"
+    course_site.build(out, run=False, executed=snapshot)
+    return out
+
+
+def image_outputs(nb) -> int:
+    return sum(1 for c in nb.cells for o in c.get("outputs", []) if any(m in o.get("data", {}) for m in IMAGES))
+
+
+def test_the_contents_page_follows_the_manifest(built, page, shot):
+    page.goto((built / "index.html").as_uri())
+    manifest = load_manifest()
+    toc = page.locator("#toc")
+    for chapter in manifest.chapters:
+        row = toc.locator("tr", has_text=chapter.label)
+        assert row.count() == 1, f"{chapter.label} is not on the contents page"
+        link = row.locator("a", has_text=chapter.label)
+        assert link.count() == (1 if chapter.status == "ready" else 0), chapter.label
+    shot("12-site-contents")
+    assert not list(built.rglob("solutions*")), "a solutions folder reached the site"
+
+
+def test_every_page_renders_its_plots_and_tracebacks(built, snapshot, page, shot):
+    for entry in course_site.pages():
+        page.goto((built / entry.html_name).as_uri())
+        executed = nbformat.read(entry.executed_in(snapshot), as_version=4)
+        # plots: as many as the executed notebook holds, each one decoded by the browser
+        images = page.locator(".jp-OutputArea-output img")
+        assert images.count() == image_outputs(executed), f"{entry.html_name}: plots missing"
+        broken = page.evaluate("() => [...document.querySelectorAll('.jp-OutputArea-output img')]"
+                               ".filter(img => !(img.complete && img.naturalWidth > 0)).length")
+        assert broken == 0, f"{entry.html_name}: {broken} plots do not render"
+        stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                              has_text="Traceback")
+        is_chapter = entry.notebook in [c.notebook for c in load_manifest().chapters]
+        if is_chapter:
+            assert stderr.count() >= 1, f"{entry.html_name}: no traceback shown"
+            assert images.count() >= 1, f"{entry.html_name}: no plot"
+        # links: the notebook and the homework, both present in the site
+        notebook = page.locator("a.td-notebook-link")
+        assert (built / notebook.get_attribute("href")).is_file()
+        if entry.homework:
+            homework = page.locator("a.td-homework-link")
+            assert (built / homework.get_attribute("href")).is_file(), f"{entry.html_name}: homework link broken"
+        if entry.notebook.endswith("01_dimensions.ipynb"):
+            stderr.first.scroll_into_view_if_needed()
+            shot("13-site-chapter01-traceback")
+            images.first.scroll_into_view_if_needed()
+            shot("14-site-chapter01-plot")
+        if entry.notebook.endswith("cheatsheet.ipynb"):
+            shot("15-site-cheatsheet")

@@ -148,7 +148,7 @@ def slurm_cluster(settings: Settings) -> t.Any:
     """dask-jobqueue's SLURMCluster: one job per worker process with one thread, ``cores`` cores for its kernels."""
     from dask_jobqueue import SLURMCluster
 
-    extra = list(settings.job_extra)
+    extra = ["--output=/dev/null", *settings.job_extra]  # else every job leaves slurm-<id>.out where grading started
     resources = []
     if settings.gpus:
         extra.append(f"--gres=gpu:{settings.gpus}")

@@ -37,9 +37,9 @@ c.SandboxedExecute.assignment_limits = {
     # hw4: ResNet-50 on the CPU. Whole notebook about 8 s of CPU in a plain kernel, slowest cell (results: four
     # measured ResNet-50 steps) about 4 s; address space 4.9 GB at the peak (torch alone 3.5 GB), resident 1.25 GB.
     # Graded in the sandbox on 2 cores under a load average of 10-14: about 34 s per submission per worker,
-    # reference run 30-40 s. A model.half() answer runs float16 on the CPU (minutes per step): the 60 s timeout
-    # cuts it off.
-    "hw4_memory": {"timeout": 60, "notebook_timeout": 600, "cpu_seconds": 240, "memory_mb": 8192},
+    # reference run 30-40 s. A model.half() answer runs float16 on the CPU: about 56 s of CPU for its measured step
+    # at batch 128, so the cell timeout leaves room for it on a loaded machine and its grade does not depend on speed.
+    "hw4_memory": {"timeout": 300, "notebook_timeout": 900, "cpu_seconds": 300, "memory_mb": 8192},
     # hw6: digits trainings of 0.3-1.1 s of CPU each; slowest cell test_fixed_train (three of them) 1-3.5 s of CPU,
     # whole notebook about 5 s of CPU in a plain kernel (measured on 2 cores loaded 4-5x over).
     "hw6_convergence": {"timeout": 60, "notebook_timeout": 300, "cpu_seconds": 120, "memory_mb": 4096},

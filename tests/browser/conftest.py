@@ -46,9 +46,10 @@ def browser(chromium: str) -> Iterator[object]:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The site's test waits for the executed notebooks that `make test` writes beside pytest: it runs last, so the
-    rest of pytest does not wait with it."""
-    items.sort(key=lambda item: item.path.name == "test_site.py" and item.path.parent.name == "browser")
+    """The browser tests run after every other test: their session-wide Playwright keeps an event loop running in
+    this thread, where a later `asyncio.run()` (the grading tests') would fail. The site's test, which waits for the
+    executed notebooks that `make test` writes beside pytest, runs last of all, so nothing else waits with it."""
+    items.sort(key=lambda item: (item.path.parent.name == "browser", item.path.name == "test_site.py"))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

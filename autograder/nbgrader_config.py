@@ -20,7 +20,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # Each cell gets this long to run; a cell that runs longer loses its kernel (and only its own tests).
 c.ExecutePreprocessor.timeout = 300
 # Limits per assignment (README "Grading at speed"), so an endless loop costs what the assignment needs, not 300 s:
-# timeout (per cell) and notebook_timeout in seconds of wall-clock time, memory_mb (address space) and cpu_seconds
+# timeout (per cell) and notebook_timeout in seconds of wall-clock time, memory_mb (private memory) and cpu_seconds
 # per kernel. Unlisted assignments, and limits left out, get the global settings. hw1 measured on 2 cores: slowest
 # cell 1.1 s of CPU (up to 5.8 s of wall-clock time on a machine loaded 5x over), whole notebook 1.2 s of CPU.
 # hw2: reference run 2-3 s in the grader, slowest cell (best_lr, six short trainings) about 1 s.
@@ -35,7 +35,7 @@ c.SandboxedExecute.assignment_limits = {
     # per submission per worker with the machine loaded 5x over its 2 cores (corpus of 19, 2 workers).
     "hw3_dtypes": {"timeout": 30, "notebook_timeout": 120, "cpu_seconds": 60, "memory_mb": 4096},
     # hw4: ResNet-50 on the CPU. Whole notebook about 8 s of CPU in a plain kernel, slowest cell (results: four
-    # measured ResNet-50 steps) about 4 s; address space 4.9 GB at the peak (torch alone 3.5 GB), resident 1.25 GB.
+    # measured ResNet-50 steps) about 4 s; resident 1.25 GB at the peak.
     # Graded in the sandbox on 2 cores under a load average of 10-14: about 34 s per submission per worker,
     # reference run 30-40 s. A model.half() answer runs float16 on the CPU: about 56 s of CPU for its measured step
     # at batch 128, so the cell timeout leaves room for it on a loaded machine and its grade does not depend on speed.

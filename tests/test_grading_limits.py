@@ -15,8 +15,8 @@ from course_tools.release import COURSE
 from torchdoctor.manifest import load_manifest
 
 HW1 = "hw1_dimensions"
-REPORT_LIMITS = ("from resource import RLIMIT_AS, RLIMIT_CPU, getrlimit\n"
-                 "print(getrlimit(RLIMIT_AS)[0] // 2**20, getrlimit(RLIMIT_CPU)[0])")
+REPORT_LIMITS = ("from resource import RLIMIT_DATA, RLIMIT_CPU, getrlimit\n"
+                 "print(getrlimit(RLIMIT_DATA)[0] // 2**20, getrlimit(RLIMIT_CPU)[0])")
 
 
 @pytest.fixture(scope="module")

@@ -59,6 +59,9 @@ GPU = "GPU"
 # A test hook, honoured by workers only: a worker whose environment names a student dies (os._exit) when it grades
 # that student's submission, as a worker would on a submission that crashes the grading host.
 POISON_ENV = "TORCHDOCTOR_TEST_POISON"
+# A scheduler always serves HTTP (health, metrics; the dashboard when asked): on a free port of localhost, not on
+# 8787, which another cluster may hold (Dask then warns and takes another).
+QUIET_SCHEDULER = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
 SCRATCH_PREFIX = "tdw-"  # a worker's scratch root: /tmp/tdw-<pid>, swept by the next worker if it is left behind
 
 
@@ -132,7 +135,7 @@ def open_client(settings: Settings) -> t.Iterator[t.Any]:
 
             gpus = local_gpus()
             cluster = LocalCluster(n_workers=max(1, settings.workers), threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR,
+                                   dashboard_address=None, scheduler_kwargs=QUIET_SCHEDULER, silence_logs=logging.ERROR,
                                    resources={GPU: 1} if gpus else None)
         else:
             cluster = slurm_cluster(settings)
@@ -156,7 +159,7 @@ def slurm_cluster(settings: Settings) -> t.Any:
     return SLURMCluster(
         queue=settings.queue, cores=settings.cores, processes=1, memory=settings.memory, walltime=settings.walltime,
         python=settings.python, job_extra_directives=extra, worker_extra_args=["--nthreads", "1", *resources],
-        scheduler_options={"dashboard_address": None}, log_directory=None, local_directory=tempfile.gettempdir())
+        scheduler_options=QUIET_SCHEDULER, log_directory=None, local_directory=tempfile.gettempdir())
 
 
 def torch_threads(settings: Settings, client: t.Any) -> int:
@@ -186,6 +189,16 @@ def _sweep_scratch(root: str) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _drop_nanny_environment() -> None:
+    """Dask's nanny starts each worker with OMP_NUM_THREADS=1 and the like (``distributed.nanny.pre-spawn-environ``);
+    the zygote, and every kernel, would inherit them. A kernel's threads are the grader's ``torch_threads``, the same
+    whichever engine runs it."""
+    import dask
+
+    for name in dask.config.get("distributed.nanny.pre-spawn-environ", {}):
+        os.environ.pop(name, None)
+
+
 def left_mounts(under: str) -> list[str]:
     """Mount points below ``under`` in this process's mount namespace, deepest first."""
     try:
@@ -210,6 +223,7 @@ class ZygotePlugin(WorkerPlugin):
         from course_tools.grading.zygote import shared_zygote
 
         _environment_for_workers()
+        _drop_nanny_environment()
         _sweep_scratch(tempfile.gettempdir())
         os.makedirs(worker_scratch(), exist_ok=True)
         shared_zygote()  # imports torch in its own process while the worker waits for tasks

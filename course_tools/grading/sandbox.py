@@ -18,7 +18,7 @@ The keeper (``enter``):
 4. once the kernel has bound its sockets (``seal``), remounts the socket folder read-only for it, so student code
    cannot write to the one folder it shares with the grader.
 
-The kernel (``confine``) then chroots into that root, sets resource limits (address space, CPU seconds, processes,
+The kernel (``confine``) then chroots into that root, sets resource limits (private memory, CPU seconds, processes,
 file size, open files, no core dumps), drops its privileges and sets ``no_new_privs``: as root, it becomes a uid of
 its own without groups; in a user namespace it keeps the grading user's uid but drops every capability, so it
 can neither leave the chroot nor create a namespace (a chrooted process may not), nor undo a read-only mount.
@@ -73,7 +73,11 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one kernel. ``memory_mb`` caps the address space, so torch raises MemoryError."""
+    """Resource limits of one kernel. ``memory_mb`` caps the kernel's private writable memory (RLIMIT_DATA: heap,
+    anonymous mappings, thread stacks), so an allocation past it raises MemoryError. Not the address space
+    (RLIMIT_AS): torch's libraries alone map 3.3 GB of it, and every thread adds its stack and a malloc arena, so an
+    address-space cap passes or fails the same notebook with the number of threads (Dask's workers set
+    OMP_NUM_THREADS=1, a many-core node runs many)."""
 
     memory_mb: int = 4096
     cpu_seconds: int = 300
@@ -288,7 +292,7 @@ def set_limits(limits: Limits, counted_per_kernel: bool) -> None:
     would count the user's other processes too."""
     mb = 1024 * 1024
     settings = [
-        (resource.RLIMIT_AS, limits.memory_mb * mb),
+        (resource.RLIMIT_DATA, limits.memory_mb * mb),
         (resource.RLIMIT_CPU, limits.cpu_seconds),
         (resource.RLIMIT_FSIZE, limits.file_mb * mb),
         (resource.RLIMIT_NOFILE, limits.open_files),

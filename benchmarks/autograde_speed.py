@@ -11,12 +11,14 @@ student's kernel), one with the course's configuration (confined kernels from a 
   the reference run, the checks after grading, and ``nbgrader export``.
 
 Then the hardened run's throughput with 1 worker and with ``--workers`` (the engine's scaling: one Dask task per
-submission, each worker with its own zygote), and their ratio.
+submission, each worker with its own zygote), and their ratio. Both runs give each kernel ``--torch-threads`` threads
+(default 1): with torch's automatic choice (cores / workers) a lone worker's kernels would use every core, and the
+ratio would measure torch's threading instead of the engine.
 
 Timings on a shared machine are noisy: the load average before and after is printed too. Asserts nothing.
 
 Usage: python benchmarks/autograde_speed.py [--assignment hw1_dimensions] [--submissions 32] [--workers N]
-       [--no-stock] [--engine local|dask --scheduler tcp://...]
+       [--no-stock] [--torch-threads 1] [--engine local|dask --scheduler tcp://...]
 """
 
 from __future__ import annotations
@@ -120,6 +122,15 @@ def capacity(per_submission: float, overhead: float, fixed: float, students: int
     return "\n".join(lines)
 
 
+def cpu_seconds() -> float:
+    """CPU time the whole machine has spent busy so far (user, nice, system; /proc/stat), NaN where unreadable."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:4]
+    except OSError:
+        return float("nan")
+    return sum(int(f) for f in fields) / os.sysconf("SC_CLK_TCK")
+
+
 def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -132,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-stock", action="store_true", help="leave out stock nbgrader (the slow part)")
     parser.add_argument("--engine", default="local", help="the scaling runs' engine (local, dask)")
     parser.add_argument("--scheduler", help="the Dask scheduler, for --engine dask")
+    parser.add_argument("--torch-threads", type=int, default=1, help="torch threads per kernel in the scaling runs "
+                        "(0: the engine's automatic choice)")
     args = parser.parse_args(argv)
     load_before = load()
     source = COURSE / "source" / args.assignment / f"{args.assignment}.ipynb"
@@ -153,13 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         engine = ["--engine", args.engine, *(["--scheduler", args.scheduler] if args.scheduler else [])]
         scaling = {}
         for workers in sorted({1, args.workers}):
-            started = time.perf_counter()
+            started, busy = time.perf_counter(), cpu_seconds()
             batch = autograde.run([args.assignment, "--course", str(ours), "--force", "--workers", str(workers),
-                                   *engine])
+                                   "--torch-threads", str(args.torch_threads), *engine])
             ours_s = time.perf_counter() - started
             if batch.status != 0 or args.assignment not in batch.timings:
                 break
-            scaling[workers] = (ours_s, batch.timings[args.assignment])
+            scaling[workers] = (ours_s, batch.timings[args.assignment], (cpu_seconds() - busy) / ours_s)
     if batch.status != 0 or args.assignment not in batch.timings:
         print(f"the hardened run failed (status {batch.status})")
         return 1
@@ -176,13 +189,14 @@ def main(argv: list[str] | None = None) -> int:
           f"({n / ours_s * 60:.0f} per minute)")
     if not args.no_stock:
         print(f"speed-up: {stock_s / ours_s:.1f}x")
-    for workers, (seconds, timing) in scaling.items():
+    for workers, (seconds, timing, cores) in scaling.items():
         print(f"hardened, {workers} {args.engine} worker(s): {seconds:6.1f} s, {n / seconds * 60:.0f} "
               f"submissions per minute (per submission per worker {timing.per_submission:.2f} s, start-up "
-              f"{timing.startup:.1f} s)")
+              f"{timing.startup:.1f} s; this machine's cores busy: {cores:.2f} of {os.cpu_count()})")
     if len(scaling) == 2:
-        (one, _), (many, _) = scaling[1], scaling[max(scaling)]
-        print(f"throughput with {max(scaling)} workers against 1: {one / many:.2f}x (whole runs, start-up included)")
+        (one, _, _), (many, _, _) = scaling[1], scaling[max(scaling)]
+        print(f"throughput with {max(scaling)} workers against 1: {one / many:.2f}x (whole runs, start-up included; "
+              f"torch threads per kernel: {args.torch_threads or 'automatic'})")
     print(capacity(spent.per_submission, spent.per_submission - execution_s, fixed_s))
     print(f"fixed cost of the run: {fixed_s:.1f} s = start-up {spent.startup:.1f} s (nbgrader and the zygote side by "
           f"side; a zygote alone takes {zygote_s:.1f} s) + references {spent.references:.1f} s + checks "

@@ -179,7 +179,9 @@ def grade_assignment(course: Path, assignment: str, client: object, settings: en
         try:
             notebooks = [n.name for n in gb.find_assignment(assignment).notebooks]
         except MissingEntry:
-            print(f"{assignment}: not in the gradebook; run `nbgrader generate_assignment {assignment}` first")
+            option = f" --CourseDirectory.db_url={db_url}" if db_url else ""
+            print(f"{assignment}: not in the gradebook {url}; register it first, in {course}: "
+                  f"`nbgrader generate_assignment {assignment}{option}`")
             return False, None
     started = started or time.time()
     before = submitted_hashes(course, assignment, students)

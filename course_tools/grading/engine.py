@@ -174,15 +174,18 @@ def torch_threads(settings: Settings, client: t.Any) -> int:
 
 # ---- the worker's side -------------------------------------------------------------------------------------------
 
+def _scratch_owner(path: str) -> int | None:
+    """The pid in a worker scratch root's name (/tmp/tdw-<pid>/...), None for another path."""
+    match = re.search(rf"/{SCRATCH_PREFIX}(\d+)(/|$)", path)
+    return int(match.group(1)) if match else None
+
+
 def _sweep_scratch(root: str) -> None:
     """Unmount and remove the scratch roots of workers that are gone (killed mid-run): kernels' socket folders
     are tmpfs mounts in the worker's mount namespace when grading as root."""
     for folder in glob.glob(os.path.join(root, f"{SCRATCH_PREFIX}*")):
-        try:
-            pid = int(folder.rsplit("-", 1)[1])
-        except ValueError:
-            continue
-        if pid == os.getpid() or os.path.exists(f"/proc/{pid}"):
+        pid = _scratch_owner(folder)
+        if pid is None or pid == os.getpid() or os.path.exists(f"/proc/{pid}"):
             continue
         for mount in left_mounts(folder):
             unmount(mount)
@@ -249,8 +252,10 @@ class ZygotePlugin(WorkerPlugin):
 
 
 def worker_state() -> dict[str, t.Any]:
-    """What a worker has running and mounted besides itself: its child processes and the mounts below its scratch
-    roots (the tests check both are empty after a run)."""
+    """What a worker has running and mounted besides itself: its child processes, and the mounts below its own
+    scratch root or below one whose worker is gone (the tests check both are empty after a run). Mounts of another
+    live worker's kernels are that worker's: as root they are visible machine-wide, and another grading run may be
+    under way on the same machine."""
     me = str(os.getpid())
     children = []
     for proc_stat in glob.glob("/proc/[0-9]*/stat"):
@@ -260,7 +265,8 @@ def worker_state() -> dict[str, t.Any]:
             continue
         if fields[1] == me:
             children.append(int(proc_stat.split("/")[2]))
-    mounts = [m for m in left_mounts(tempfile.gettempdir()) if f"/{SCRATCH_PREFIX}" in m]
+    mounts = [m for m in left_mounts(tempfile.gettempdir()) if (owner := _scratch_owner(m)) is not None
+              and (owner == os.getpid() or not os.path.exists(f"/proc/{owner}"))]
     return {"pid": os.getpid(), "children": children, "mounts": mounts}
 
 

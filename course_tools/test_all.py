@@ -28,8 +28,8 @@ def parts(device: str) -> dict[str, list[str]]:
         "lint": [str(Path(py).with_name("ruff")), "check", "."],
         "notebooks": [py, "-m", "course_tools.run_notebooks", "--device", device],
         "nbgrader-suite": [py, "-m", "course_tools.nbgrader_suite"],
-        "distributed": [py, "-m", "pytest", *DISTRIBUTED],
-        "pytest": [py, "-m", "pytest", *(f"--ignore={path}" for path in DISTRIBUTED)],
+        "distributed": [py, "-m", "pytest", "--durations=10", *DISTRIBUTED],
+        "pytest": [py, "-m", "pytest", "--durations=15", *(f"--ignore={path}" for path in DISTRIBUTED)],
     }
 
 

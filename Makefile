@@ -21,7 +21,7 @@ FORCE_ERROR = $(error FORCE=$(FORCE) is neither 1 (redo) nor 0 (don't))
 # nbgrader shells out to alembic: every nbgrader call must find the venv's bin/ first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup lab lab-instructor browser test lint test-notebooks site release autograde feedback clean
+.PHONY: setup lab lab-instructor browser test lint test-notebooks test-notebooks-matrix site release autograde feedback clean
 
 setup: $(STAMP)
 
@@ -68,6 +68,12 @@ lint: setup
 # Chapters, solutions and starters through papermill, every declared error checked (FAST mode).
 test-notebooks: setup
 	$(BIN)/python -m course_tools.run_notebooks --device $(DEVICE)
+
+# The same set in every configuration a student meets: FAST mode at SEED 0, 1 and 2, and full mode (the notebooks'
+# default), each into build/matrix/<configuration>/; CONFIG="fast-seed1 full-seed0" runs some. Not part of `make test`
+# (too long for its budget); the workflow runs it as a matrix of jobs.
+test-notebooks-matrix: setup
+	$(BIN)/python -m course_tools.notebook_matrix --device $(DEVICE) $(foreach c,$(CONFIG),--config $(c))
 
 # The course site in build/site/ (open build/site/index.html): every ready chapter and the cheat sheet as executed by
 # `make test-notebooks` (those missing or older than their source are executed first), contents from course.toml.

@@ -6,7 +6,7 @@ homework solutions must run clean apart from their declared errors. Homework sta
 where the student has work to do. Executed copies go to
 build/notebooks/; a table of per-notebook times is printed at the end. Exit status 1 on any problem.
 
-Usage: python -m course_tools.run_notebooks [--device auto|cpu|cuda|mps] [--full] [--seed N] [PATH ...]
+Usage: python -m course_tools.run_notebooks [--device auto|cpu|cuda|mps] [--full] [--seed N] [--build DIR] [PATH ...]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import nbformat
@@ -143,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="run with FAST=False (CI uses FAST=True)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--build", type=Path, default=BUILD, help=f"where executed copies go (default {BUILD})")
     args = parser.parse_args(argv)
 
     paths = args.paths or default_notebooks()
@@ -155,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parameters = {"DEVICE": device, "FAST": not args.full, "SEED": args.seed}
 
     with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(paths)))) as pool:
-        results = list(pool.map(run_one, paths, [parameters] * len(paths)))
+        results = list(pool.map(partial(run_one, build=args.build.resolve()), paths, [parameters] * len(paths)))
 
     for r in results:
         for problem in r.problems:

@@ -50,3 +50,12 @@ def test_the_cpu_job_publishes_the_course_site_after_the_tests():
     site = next(i for i, n in enumerate(names) if "make site" in n)
     assert site > tests, "make site reads the notebooks that make test executed"
     assert any(step.get("with", {}).get("path") == "build/site" for step in CPU["steps"])
+
+
+def test_the_notebook_matrix_job_runs_every_configuration_make_test_leaves_out():
+    from course_tools.notebook_matrix import CONFIGURATIONS
+
+    job = WORKFLOW["jobs"]["notebooks-matrix"]
+    assert set(job["strategy"]["matrix"]["config"]) | {"fast-seed0"} == set(CONFIGURATIONS)
+    assert any("make test-notebooks-matrix CONFIG=${{ matrix.config }}" in step.get("run", "") for step in job["steps"])
+    assert "pull_request" in WORKFLOW[True] and "if" not in job, "the matrix checks every push and pull request"

@@ -7,7 +7,9 @@ that uses the numbers of the message.
 from __future__ import annotations
 
 import io
+import multiprocessing
 import os
+import re
 import signal
 import warnings
 from collections.abc import Mapping
@@ -40,15 +42,193 @@ class _BrokenDataset(Dataset):
         raise ValueError(f"sample {i} could not be read")
 
 
-class _BusErrorDataset(Dataset):
-    """Kills its worker with SIGBUS, which is what an exhausted /dev/shm looks like from the main process."""
+class _KilledWorkerDataset(Dataset):
+    """Kills its worker with SIGKILL, as the out-of-memory killer does: the worker cannot report anything."""
 
     def __len__(self) -> int:
         return 4
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        os.kill(os.getpid(), signal.SIGBUS)
+        os.kill(os.getpid(), signal.SIGKILL)
         return torch.zeros(1)
+
+
+# The next three entries are matched before the generic worker-exception entry (quotes_other_errors): their
+# messages reach the main process quoted inside a worker's report, or stand in pasted text next to the parent's
+# "worker exited unexpectedly", and they name the real cause, which the generic entries cannot.
+
+_SHM = "/dev/shm"
+
+
+def _shm_size() -> int | None:
+    """The size in bytes of /dev/shm when it is a tmpfs with a size limit (Linux), else None."""
+    try:
+        with open("/proc/mounts") as mounts:
+            fs_types = [line.split()[2] for line in mounts if line.split()[1:2] == [_SHM]]
+        st = os.statvfs(_SHM)
+    except OSError:
+        return None
+    size = st.f_blocks * st.f_frsize
+    return size if fs_types and fs_types[-1] == "tmpfs" and size > 0 else None
+
+
+class _BiggerThanShmDataset(Dataset):
+    """Samples that are views of one byte (they cost no memory) such that a batch of two needs more bytes than
+    all of /dev/shm: a worker's default_collate asks for that much shared memory and the kernel refuses at
+    once (a tmpfs refuses a reservation larger than itself before allocating anything)."""
+
+    def __init__(self, shm_bytes: int) -> None:
+        self.sample_bytes = shm_bytes // 2 + 2**20
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.zeros((), dtype=torch.uint8).expand(self.sample_bytes)
+
+
+SHM_FILE = re.compile(r"unable to allocate shared memory\(shm\) for file <(/[^>]+)>")
+
+
+def remove_leftover_shm_file(error: BaseException | str) -> int | None:
+    """Delete the /dev/shm file that a failed allocation named in its message and left behind; return the
+    bytes of memory it held (its allocated blocks), or None when there was no such file."""
+    m = SHM_FILE.search(str(error))
+    path = _SHM + m.group(1) if m else None
+    if path is None or not os.path.exists(path):
+        return None
+    held = os.stat(path).st_blocks * 512
+    os.unlink(path)
+    return held
+
+
+def shm_no_space() -> None:
+    size = _shm_size()
+    if size is None:
+        raise OSError(f"{_SHM} is not a tmpfs with a size limit here: this reproducer needs Linux")
+    loader = DataLoader(_BiggerThanShmDataset(size), batch_size=2, num_workers=1)
+    try:
+        _first_batch(loader)
+    except RuntimeError as exc:
+        remove_leftover_shm_file(exc)  # PyTorch leaves the (empty) file of the failed reservation behind
+        raise
+
+
+def _shm(g: Mapping[str, str]) -> str:
+    pid = re.search(r"torch_(\d+)_", g["file"])
+    who = f"Process {pid.group(1)} (a DataLoader worker when the error came from one)" if pid else "A process"
+    return (
+        f"{who} could not reserve shared memory for a batch: /dev/shm is full or too small. Give the container "
+        "more (docker run --shm-size=2g or --ipc=host), or keep less in flight: fewer workers, a smaller "
+        "prefetch_factor or batch size, uint8 images instead of float32. PyTorch leaves the failed file "
+        f"/dev/shm{g['file']} behind (it holds no memory): delete it."
+    )
+
+
+SHM_NO_SPACE = ErrorEntry(
+    id="shm-no-space",
+    title="Shared memory (/dev/shm) is too small for the batches in flight",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError",),
+    pattern=r"unable to allocate shared memory\(shm\) for file <(?P<file>[^>]+)>: No space left on device",
+    example="unable to allocate shared memory(shm) for file </torch_4242_1585927346_0>: No space left on device (28)",
+    cause="A DataLoader worker writes each batch it makes straight into shared memory (/dev/shm on Linux), and "
+    "PyTorch reserves the whole block first (posix_fallocate); when /dev/shm cannot hold it (Docker gives a "
+    "container 64 MiB unless told otherwise) the worker raises this RuntimeError and the main process re-raises "
+    "it as 'Caught RuntimeError in DataLoader worker process N'. Up to num_workers x prefetch_factor batches "
+    "are in flight at once, plus those your loop still holds. (Older releases did not reserve first: their "
+    "workers died later, with a bus error.)",
+    fix="Give the container more shared memory (docker run --shm-size=2g, or --ipc=host; Kubernetes: an emptyDir "
+    "with medium: Memory mounted at /dev/shm), or keep less in flight: fewer workers, a smaller prefetch_factor "
+    "or batch size, uint8 batches converted to float on the device. num_workers=0 avoids shared memory "
+    "altogether, at the cost of parallel loading.",
+    reproducer=shm_no_space,
+    quotes_other_errors=True,
+    specific_fix=_shm,
+)
+
+
+class _SharedBatchesDataset(Dataset):
+    def __len__(self) -> int:
+        return 400
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.zeros(2)
+
+
+def too_many_open_files() -> None:
+    """Keep every batch a worker sent: each one holds an open file descriptor (PyTorch's default sharing
+    strategy on Linux), and a lowered limit of open files runs out after a few dozen batches."""
+    import resource  # Unix only
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 256
+    kept = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(in_use + 40, hard), hard))
+    try:
+        for batch in DataLoader(_SharedBatchesDataset(), batch_size=1, num_workers=1):
+            kept.append(batch)
+    finally:
+        kept.clear()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+TOO_MANY_OPEN_FILES = ErrorEntry(
+    id="too-many-open-files",
+    title="Too many open files",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError", "OSError"),
+    pattern=r"Too many open files",
+    example="Too many open files. Communication with the workers is no longer possible. Please increase the "
+    "limit using `ulimit -n` in the shell or change the sharing strategy by calling "
+    "`torch.multiprocessing.set_sharing_strategy('file_system')` at the beginning of your code",
+    cause="The process reached its limit of open files (ulimit -n). With DataLoader workers on Linux, every "
+    "tensor a worker sends is shared through a file descriptor that stays open as long as the tensor lives, so "
+    "a loop that keeps the received batches (appends them, or views of them, to a list) runs out after about "
+    "'ulimit -n' of them, and PyTorch raises this RuntimeError. As a plain OSError ('[Errno 24] Too many open "
+    "files: ...') it means that code opened files without closing them (open or Image.open without a with "
+    "block in __getitem__).",
+    fix="Keep copies or numbers, not the received tensors (batch.clone(), .tolist(), .item(), or torch.cat the "
+    "kept pieces into one tensor as you go); raise the limit (ulimit -n 65536 in the shell that starts Python); "
+    "or call torch.multiprocessing.set_sharing_strategy('file_system') at the start of the script. Open files "
+    "in a with block so that they are closed.",
+    reproducer=too_many_open_files,
+    quotes_other_errors=True,
+)
+
+
+def spawn_without_main_guard() -> None:
+    """Start DataLoader workers with 'spawn' in the state of a spawned child that re-runs a script without a
+    main guard: multiprocessing itself refuses, with its own message. (tests/ also run the real script.)"""
+    process = multiprocessing.current_process()
+    inheriting = getattr(process, "_inheriting", False)
+    process._inheriting = True  # what multiprocessing sets while a spawned child imports the parent's script
+    try:
+        iter(DataLoader(range(4), batch_size=2, num_workers=1, multiprocessing_context="spawn"))
+    finally:
+        process._inheriting = inheriting
+
+
+SPAWN_WITHOUT_MAIN_GUARD = ErrorEntry(
+    id="spawn-without-main-guard",
+    title='A script starts worker processes without `if __name__ == "__main__":`',
+    chapter=CHAPTER,
+    exception_types=("RuntimeError",),
+    pattern=r"An attempt has been made to start a new process before\s+the\s+current process has finished its "
+    r"bootstrapping phase",
+    example="An attempt has been made to start a new process before the\n        current process has finished "
+    "its bootstrapping phase.",
+    cause="With the 'spawn' start method (the default on Windows and macOS; 'forkserver', Linux's default from "
+    "Python 3.14, does the same) each worker is a new Python that imports your script to find your classes. A "
+    "script that builds the DataLoader and iterates over it at the top level does so again inside the worker, "
+    "which would start workers of its own; multiprocessing stops it with this message, printed by the worker, "
+    "and the main process reports 'DataLoader worker (pid(s) ...) exited unexpectedly'.",
+    fix='Put the code that runs the training (building the loaders, the loop) in a function and call it under '
+    'if __name__ == "__main__": main(). Keep at the top level only what the workers need: imports, Dataset '
+    "classes, collate functions, transforms.",
+    reproducer=spawn_without_main_guard,
+    quotes_other_errors=True,
+)
 
 
 def worker_exception() -> None:
@@ -103,7 +283,7 @@ COLLATE_UNEQUAL_SIZES = ErrorEntry(
 def worker_killed() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _first_batch(DataLoader(_BusErrorDataset(), batch_size=2, num_workers=1))
+        _first_batch(DataLoader(_KilledWorkerDataset(), batch_size=2, num_workers=1))
 
 
 WORKER_KILLED = ErrorEntry(
@@ -113,14 +293,19 @@ WORKER_KILLED = ErrorEntry(
     exception_types=("RuntimeError",),
     pattern=r"DataLoader worker \(pid\(?s?\)? [\d, ]+\) (?:exited unexpectedly|is killed by signal)",
     example="DataLoader worker (pid(s) 4242) exited unexpectedly",
-    cause="A worker process died without raising a Python exception: a bus error from too little shared memory "
-    "(/dev/shm in Docker, which prints 'Unexpected bus error encountered in worker'), the out-of-memory killer, "
-    "a crash in native code, or a worker that could not even start: under the spawn/forkserver start methods "
-    "it prints \"Can't get attribute '...' on <module '__main__'\" when the Dataset was defined in a notebook.",
+    cause="A worker process died without raising a Python exception, so the main process only sees that it is "
+    "gone; what the worker printed on its stderr says why. Nothing at all: the out-of-memory killer (SIGKILL). "
+    "\"Can't get attribute '...' on <module '__main__'\": under the spawn/forkserver start methods a worker "
+    "could not find a Dataset defined in a notebook. 'An attempt has been made to start a new process before the "
+    "current process has finished its bootstrapping phase': a script without if __name__ == '__main__': under "
+    "spawn. 'Unexpected bus error encountered in worker': SIGBUS, a crash in native code or, on older PyTorch "
+    "releases, a full /dev/shm (the pinned release reserves shared memory first and raises 'unable to allocate "
+    "shared memory(shm)' instead).",
     fix="Read what the worker printed on stderr (above the error in a notebook, or in the terminal); run with "
-    "num_workers=0 to see whether the data code itself fails; in containers give more shared memory (docker run "
-    "--shm-size=2g or --ipc=host), or use fewer workers, smaller batches or a smaller prefetch_factor; move a "
-    "Dataset defined in a notebook into an importable .py file.",
+    "num_workers=0 to see whether the data code itself fails; for the out-of-memory killer use fewer workers "
+    "or less memory per worker (dmesg names the killed process); move a Dataset defined in a notebook into an "
+    "importable .py file; put a script's training code under if __name__ == '__main__':; for a bus error in a "
+    "container give more shared memory (docker run --shm-size=2g or --ipc=host).",
     reproducer=worker_killed,
 )
 
@@ -318,6 +503,9 @@ IMAGE_UNIDENTIFIED = ErrorEntry(
 
 
 ENTRIES: tuple[ErrorEntry, ...] = (
+    SHM_NO_SPACE,
+    TOO_MANY_OPEN_FILES,
+    SPAWN_WITHOUT_MAIN_GUARD,
     WORKER_EXCEPTION,
     COLLATE_UNEQUAL_SIZES,
     WORKER_KILLED,

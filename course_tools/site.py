@@ -1,5 +1,6 @@
 """Build the course site (``make site``): static HTML of every ready chapter and of the cheat sheet, from the
-executed notebooks in build/notebooks/ (outputs, tracebacks, plots), with a table of contents from course.toml.
+executed notebooks in build/notebooks/ (outputs, tracebacks, plots), with a table of contents from course.toml, the
+guides of docs/ beside them, a navigation by reader and an offline search box over all of it.
 
 Each page links to its notebook (the committed copy, without outputs) and to its homework (the starter from
 exercises/). Solutions are never published: nothing is read from solutions/ or autograder/ for a page, and the
@@ -8,21 +9,29 @@ older than their source, are executed first with ``course_tools.run_notebooks`` 
 says otherwise); with --no-run a missing one is an error and an older one a warning.
 
 The tool is nbconvert (already pinned: it is part of the grading stack) with a small template,
-course_tools/site_template/: see README "Course site" for why not Jupyter Book or Sphinx.
+course_tools/site_template/: see docs/authors.md "The course site" for why not Jupyter Book or Sphinx. The guides'
+Markdown goes through nbconvert's own Markdown renderer (mistune), each heading with a GitHub-style id; the search
+box reads search-index.js, written beside the pages (every section of every page), so it works from file:// too.
 
-Usage: python -m course_tools.site [--out build/site] [--no-run] [--device auto|cpu|cuda|mps]
+``--library-reference`` rewrites the generated part of docs/library.md from the docstrings of ``torchdoctor.__all__``
+(tests/test_docs.py fails when it is stale) and builds nothing.
+
+Usage: python -m course_tools.site [--out build/site] [--no-run] [--device auto|cpu|cuda|mps] [--library-reference]
 """
 
 from __future__ import annotations
 
 import argparse
 import html
+import inspect
+import json
 import re
 import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 import jinja2
@@ -35,6 +44,19 @@ from torchdoctor.manifest import load_manifest
 BUILD = REPO / "build" / "notebooks"
 OUT = REPO / "build" / "site"
 TEMPLATE = Path(__file__).resolve().parent / "site_template"
+DOCS = REPO / "docs"
+LIBRARY = DOCS / "library.md"
+REFERENCE_BEGIN = ("<!-- reference: generated from torchdoctor's docstrings by "
+                   "`python -m course_tools.site --library-reference`; do not edit -->")
+REFERENCE_END = "<!-- end of the generated reference -->"
+# The guides, in the order the navigation shows them: file stem -> (label, for whom).
+GUIDES = {
+    "students": ("Students", "working through the chapters, homework, validating, feedback, the cheat sheet"),
+    "instructors": ("Instructors", "releasing, collecting, grading, feedback, limits, a shared server, a big class"),
+    "security": ("Grading security", "threats, protections, what is not protected, grading without root"),
+    "library": ("Library", "the torchdoctor library: a guide with examples and the reference"),
+    "authors": ("Authors", "adding a chapter, an error, an assignment; what CI runs"),
+}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
@@ -185,6 +207,309 @@ def inline_code(text: str) -> markupsafe.Markup:
     return markupsafe.Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped))
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# The library reference (docs/library.md), generated from the docstrings of torchdoctor.__all__.
+
+
+def _rst_to_markdown(text: str) -> str:
+    """Docstrings' reStructuredText bits as Markdown: ``x`` and :func:`x` as code (a public name links to its entry)."""
+    import torchdoctor
+
+    def role(match: re.Match) -> str:
+        name = match.group(1).lstrip("~").split(".")[-1]
+        return f"[`{name}`](#{github_slug(name)})" if name in torchdoctor.__all__ else f"`{name}`"
+
+    text = re.sub(r":(?:func|class|meth|mod|data|attr):`([^`]+)`", role, text)
+    return re.sub(r"``([^`]+)``", r"`\1`", text)
+
+
+class _Annotation(str):
+    """An annotation kept as text (``from __future__ import annotations``), shown without quotes."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _signature(name: str, obj: object) -> str:
+    signature = inspect.signature(obj)
+
+    def plain(annotation):
+        return _Annotation(annotation) if isinstance(annotation, str) else annotation
+
+    parameters = [p.replace(annotation=plain(p.annotation)) for p in signature.parameters.values()]
+    return name + str(signature.replace(parameters=parameters, return_annotation=plain(signature.return_annotation)))
+
+
+def _defining_module(name: str):
+    """The torchdoctor module whose source assigns `name` at its top level."""
+    import torchdoctor  # noqa: F401  (imports every module that __all__ names)
+
+    for module_name in sorted(m for m in sys.modules if m == "torchdoctor" or m.startswith("torchdoctor.")):
+        module = sys.modules[module_name]
+        try:
+            source = inspect.getsource(module)
+        except (OSError, TypeError):
+            continue
+        if re.search(rf"^{re.escape(name)}\s*[:=]", source, flags=re.M):
+            return module
+    raise LookupError(f"no torchdoctor module assigns {name}")
+
+
+def _module_comment(module: object, name: str) -> str:
+    """The comment lines just above `name = ...` at the top level of `module`'s source ('' when none)."""
+    lines = inspect.getsource(module).splitlines()
+    for i, line in enumerate(lines):
+        if re.match(rf"{re.escape(name)}\s*[:=]", line):
+            comment = []
+            for above in reversed(lines[:i]):
+                if not above.startswith("#"):
+                    break
+                comment.insert(0, above.lstrip("# ").rstrip())
+            return " ".join(comment)
+    return ""
+
+
+def library_reference() -> str:
+    """The reference part of docs/library.md: one entry per name of torchdoctor.__all__, in that order, from its
+    signature and its docstring (for a constant: its annotation and the comment above it, or its class's docstring)."""
+    import torchdoctor
+
+    parts = []
+    for name in torchdoctor.__all__:
+        obj = getattr(torchdoctor, name)
+        if inspect.isclass(obj):
+            kind, home = "class", obj.__module__
+            signature = _signature(name, obj)
+            doc = inspect.getdoc(obj) or ""
+        elif callable(obj) and (inspect.isfunction(obj) or inspect.isbuiltin(obj)):
+            kind, home = "function", obj.__module__
+            signature = _signature(name, obj)
+            doc = inspect.getdoc(obj) or ""
+        else:
+            module = _defining_module(name)
+            kind, home = "constant", module.__name__
+            annotation = module.__annotations__.get(name) if hasattr(module, "__annotations__") else None
+            if isinstance(annotation, str):
+                annotation = _Annotation(annotation)
+            signature = name if annotation is None else f"{name}: {inspect.formatannotation(annotation)}"
+            doc = _module_comment(module, name)
+            if not doc and type(obj).__module__.startswith("torchdoctor"):
+                doc = inspect.getdoc(type(obj)) or ""
+        parts.append(f"### {name}\n\n```python\n{signature}\n```\n\n*{kind} in `{home}`*\n\n"
+                     f"{_rst_to_markdown(doc) if doc else 'No docstring.'}\n")
+    return "\n".join(parts).rstrip("\n")
+
+
+def split_library(text: str) -> tuple[str, str, str]:
+    """docs/library.md before the generated reference (through its first marker), the reference, and the rest."""
+    if text.count(REFERENCE_BEGIN) != 1 or text.count(REFERENCE_END) != 1:
+        raise ValueError(f"{LIBRARY} must hold the marker lines {REFERENCE_BEGIN!r} and {REFERENCE_END!r} once each")
+    head, rest = text.split(REFERENCE_BEGIN)
+    part, tail = rest.split(REFERENCE_END)
+    return head + REFERENCE_BEGIN, part.strip("\n"), REFERENCE_END + tail
+
+
+def library_with_reference(text: str) -> str:
+    head, _, tail = split_library(text)
+    return f"{head}\n\n{library_reference()}\n\n{tail}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The guides (docs/*.md) as pages, and the search index over every page.
+
+
+def github_slug(heading: str) -> str:
+    """The id GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"<[^>]+>", "", heading)
+    text = html.unescape(text).strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def _heading_ids(body: str) -> str:
+    """Give each heading that nbconvert's renderer wrote the id GitHub would give it (duplicates numbered as GitHub
+    does), so an anchor that works on GitHub works on the site."""
+    seen: dict[str, int] = {}
+
+    def one(match: re.Match) -> str:
+        level, inner = match.group(1), match.group(3)
+        slug = github_slug(inner)
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        slug = f"{slug}-{count}" if count else slug
+        return f'<h{level} id="{slug}">{inner}<a class="anchor-link" href="#{slug}">&#182;</a></h{level}>'
+
+    return re.sub(r'<h([1-6]) id="([^"]*)">(.*?)<a class="anchor-link" href="#[^"]*">[^<]*</a></h\1>', one, body)
+
+
+def site_href(target: str, source: Path, chapter_pages: dict[str, str]) -> str | None:
+    """Where a relative link of a guide (in `source`, a file of the repository) points on the site: a guide's page, a
+    chapter's page, a homework starter or the contents page; None for any other file of the repository."""
+    path, _, fragment = target.partition("#")
+    if not path:
+        return target
+    resolved = (source.parent / path).resolve()
+    try:
+        relative = resolved.relative_to(REPO).as_posix()
+    except ValueError:
+        return None
+    if relative == "README.md":
+        return "index.html"
+    if relative.startswith("docs/") and relative.endswith(".md") and resolved.stem in GUIDES:
+        return f"{resolved.stem}.html" + (f"#{fragment}" if fragment else "")
+    if relative in chapter_pages:
+        return chapter_pages[relative]
+    match = re.fullmatch(r"exercises/([^/]+)/\1\.ipynb", relative)
+    if match and (REPO / relative).is_file():
+        return f"homework/{match.group(1)}.ipynb"
+    return None
+
+
+def _rewrite_links(body: str, source: Path, chapter_pages: dict[str, str]) -> str:
+    def one(match: re.Match) -> str:
+        href, inner = html.unescape(match.group(1)), match.group(2)
+        if re.match(r"[a-z][a-z0-9+.-]*:|#", href):  # absolute (https:, mailto:) or within the page
+            return match.group(0)
+        target = site_href(href, source, chapter_pages)
+        if target is None:  # a file of the repository that the site does not publish: its path
+            return f'<span class="td-repo-path" title="in the repository: {html.escape(href)}">{inner}</span>'
+        return f'<a href="{html.escape(target)}">{inner}</a>'
+
+    return re.sub(r'<a href="([^"]*)">(.*?)</a>', one, body, flags=re.S)
+
+
+def render_markdown(text: str, source: Path, chapter_pages: dict[str, str]) -> str:
+    """A guide's Markdown as HTML, through nbconvert's renderer (mistune), with GitHub's heading ids and links that
+    point into the site."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    return _rewrite_links(_heading_ids(markdown2html_mistune(text)), source, chapter_pages)
+
+
+class _Sections(HTMLParser):
+    """The text of a page, cut at its headings (h1 to h3): [(id, heading, text)], the first one for what precedes
+    the first heading. Scripts, styles, navigation, prompts and anchor marks are left out."""
+
+    SKIPPED = {"script", "style", "nav", "head"}
+    BLOCKS = {"p", "div", "li", "tr", "td", "th", "pre", "br", "h4", "h5", "h6", "table", "ul", "ol", "blockquote"}
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.sections: list[list] = [["", "", []]]
+        self.skip_depth = 0  # inside an element left out: how many open tags deep
+        self.heading: list[str] | None = None
+        self.heading_id = ""
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.BLOCKS and not self.skip_depth:
+            self.sections[-1][2].append(" ")
+        if tag in self.VOID:
+            return
+        attributes = dict(attrs)
+        if self.skip_depth:
+            self.skip_depth += 1
+            return
+        classes = attributes.get("class") or ""
+        if tag in self.SKIPPED or "Prompt" in classes or "anchor-link" in classes:
+            self.skip_depth = 1
+            return
+        if tag in ("h1", "h2", "h3") and attributes.get("id"):
+            self.heading, self.heading_id = [], attributes["id"]
+
+    def handle_endtag(self, tag):
+        if tag in self.BLOCKS and not self.skip_depth:
+            self.sections[-1][2].append(" ")
+        if tag in self.VOID:
+            return
+        if self.skip_depth:
+            self.skip_depth -= 1
+            return
+        if self.heading is not None and tag in ("h1", "h2", "h3"):
+            self.sections.append([self.heading_id, " ".join("".join(self.heading).split()), []])
+            self.heading = None
+
+    def handle_data(self, data):
+        if self.skip_depth:
+            return
+        (self.heading if self.heading is not None else self.sections[-1][2]).append(data)
+
+
+SECTION_TEXT = 1500  # characters of each section's text kept in the index
+
+
+def page_sections(body: str) -> list[tuple[str, str, str]]:
+    parser = _Sections()
+    parser.feed(body)
+    parser.close()
+    return [(anchor, heading, " ".join("".join(text).split())[:SECTION_TEXT])
+            for anchor, heading, text in parser.sections if heading or "".join(text).strip()]
+
+
+def search_entries(href: str, label: str, kind: str, body: str) -> list[dict]:
+    """The index entries of one page: one per section, with the page's label, the section's link and its text."""
+    entries = []
+    for anchor, heading, text in page_sections(body):
+        entries.append({"page": label, "kind": kind, "title": heading or label,
+                        "href": f"{href}#{anchor}" if anchor else href, "text": text})
+    return entries
+
+
+def write_search_index(out: Path, entries: list[dict]) -> Path:
+    """search-index.js: a script (not JSON to fetch, which browsers refuse from file://) that sets the index."""
+    target = out / "search-index.js"
+    payload = json.dumps(entries, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    target.write_text(f"window.TD_SEARCH_INDEX = {payload};\n", encoding="utf-8")
+    return target
+
+
+def navigation(current: str) -> markupsafe.Markup:
+    """The bar on every page: the course, the guides by reader, and the search box."""
+    templates = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE / "torchdoctor"), autoescape=True)
+    return markupsafe.Markup(templates.get_template("nav.html.j2").render(
+        guides=[{"href": f"{stem}.html", "label": label, "about": about} for stem, (label, about) in GUIDES.items()],
+        current=current))
+
+
+def site_css() -> str:
+    """The guides' stylesheet: plain reading typography and Pygments' colours for the code blocks."""
+    from pygments.formatters import HtmlFormatter
+
+    return """body { font-family: system-ui, sans-serif; line-height: 1.5; margin: 0; color: #1f2328; }
+.td-doc { max-width: 1000px; margin: 1em auto; padding: 0 16px; }
+.td-doc table { border-collapse: collapse; margin: 1em 0; display: block; overflow-x: auto; }
+.td-doc th, .td-doc td { border: 1px solid #d0d7de; padding: 4px 8px; vertical-align: top; text-align: left; }
+.td-doc code { background: #f3f4f6; padding: 0 3px; border-radius: 3px; font-size: 90%; }
+.td-doc pre { background: #f6f8fa; padding: 10px; overflow-x: auto; border-radius: 4px; }
+.td-doc pre code { background: none; padding: 0; }
+.td-doc .anchor-link { visibility: hidden; margin-left: 6px; text-decoration: none; }
+.td-doc h1:hover .anchor-link, .td-doc h2:hover .anchor-link, .td-doc h3:hover .anchor-link { visibility: visible; }
+.td-repo-path { font-family: monospace; font-size: 90%; }
+.td-doc-footer { max-width: 1000px; margin: 2em auto; padding: 8px 16px; border-top: 1px solid #ddd; color: #555; }
+""" + HtmlFormatter().get_style_defs(".highlight")
+
+
+def build_guides(out: Path, chapter_pages: dict[str, str], templates: jinja2.Environment) -> list[tuple[Path, str]]:
+    """Write each guide of docs/ as a page beside the chapters (library.md with its reference regenerated from the
+    docstrings); return each page with its body, for the search index."""
+    (out / "site.css").write_text(site_css(), encoding="utf-8")
+    pages = []
+    for stem, (label, _) in GUIDES.items():
+        source = DOCS / f"{stem}.md"
+        text = source.read_text(encoding="utf-8")
+        if source == LIBRARY:
+            text = library_with_reference(text)
+        body = render_markdown(text, source, chapter_pages)
+        title = next(iter(re.findall(r"^# (.+)$", text, flags=re.M)), label)
+        page = templates.get_template("doc_page.html.j2").render(
+            title=title, body=markupsafe.Markup(body), nav=navigation(f"{stem}.html"),
+            source=source.relative_to(REPO).as_posix())
+        target = out / f"{stem}.html"
+        target.write_text(page, encoding="utf-8")
+        pages.append((target, body))
+    return pages
+
+
 def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path = BUILD) -> list[Path]:
     """Write the site to `out` from the executed notebooks under `executed` (build/notebooks/, or a snapshot of
     it: the tests use one)."""
@@ -206,7 +531,9 @@ def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path
             if c.status == "ready" else None} for c in manifest.chapters]
     toc += [{"label": r.title, "covers": r.covers, "href": Path(r.notebook).with_suffix(".html").name}
             for r in manifest.references]
-    written = []
+    written: list[Path] = []
+    index_entries: list[dict] = []
+    chapter_notebooks = {c.notebook for c in manifest.chapters}
     for i, page in enumerate(wanted):
         nb = nbformat.read(page.executed_in(executed), as_version=4)
         static_widgets(nb)
@@ -228,19 +555,29 @@ def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path
             "next": wanted[i + 1].html_name if i + 1 < len(wanted) else None,
             "next_label": wanted[i + 1].label if i + 1 < len(wanted) else None,
             "executed": ", ".join(f"{k}={v!r}" for k, v in parameters.items()),
+            "nav": navigation(page.html_name),
         }
         body, _ = exporter.from_notebook_node(nb, resources={"torchdoctor": site})
         target = out / page.html_name
         target.write_text(body, encoding="utf-8")
         written.append(target)
+        kind = "chapter" if page.notebook in chapter_notebooks else "cheat sheet"
+        index_entries += search_entries(page.html_name, page.label, kind, body)
 
     templates = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE / "torchdoctor"), autoescape=True)
     templates.filters["code"] = inline_code
     index = templates.get_template("site_index.html.j2").render(
         toc=toc, pages=[{"label": p.label, "href": p.html_name, "homework": p.homework} for p in wanted],
-        course=manifest)
+        course=manifest, nav=navigation("index.html"))
     (out / "index.html").write_text(index, encoding="utf-8")
     written.append(out / "index.html")
+
+    chapter_pages = {p.notebook: p.html_name for p in wanted}
+    for page, body in build_guides(out, chapter_pages, templates):
+        written.append(page)
+        index_entries += search_entries(page.name, GUIDES[page.stem][0], "guide", body)
+    write_search_index(out, index_entries)
+    shutil.copy2(TEMPLATE / "torchdoctor" / "search.js", out / "search.js")
 
     leaked = leaked_solutions(sorted((out / "homework").glob("*.ipynb")))
     if leaked:
@@ -256,7 +593,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--no-run", action="store_true", help="fail instead of executing missing notebooks")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--library-reference", action="store_true",
+                        help="rewrite the generated reference in docs/library.md from the docstrings, build nothing")
     args = parser.parse_args(argv)
+    if args.library_reference:
+        LIBRARY.write_text(library_with_reference(LIBRARY.read_text(encoding="utf-8")), encoding="utf-8")
+        print(f"wrote the reference in {LIBRARY.relative_to(REPO)}")
+        return 0
     started = time.perf_counter()
     written = build(args.out, run=not args.no_run, device=args.device)
     print(f"wrote {len(written)} pages to {args.out} in {time.perf_counter() - started:.1f} s; "

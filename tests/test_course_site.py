@@ -50,3 +50,60 @@ def test_a_solution_cell_is_found_wherever_it_is_published(tmp_path):
     assert site.leaked_solutions([leaked])
     starter = REPO / "exercises" / solutions[0].parent.name / solutions[0].name
     assert not site.leaked_solutions([starter])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The guides of docs/ on the site, the navigation and the search index (issue 26)
+
+
+def test_headings_get_the_ids_github_gives_them():
+    assert site.github_slug("Hidden tests: observe in the kernel, decide in the grader") == (
+        "hidden-tests-observe-in-the-kernel-decide-in-the-grader")
+    assert site.github_slug("Verdicts outside the student's process") == "verdicts-outside-the-students-process"
+    assert site.github_slug("What `make test` runs") == "what-make-test-runs"
+    body = site.render_markdown("## Grading a big class\n\n## Grading a big class\n", REPO / "docs" / "x.md", {})
+    assert 'id="grading-a-big-class"' in body and 'id="grading-a-big-class-1"' in body
+
+
+def test_links_of_a_guide_point_into_the_site():
+    source = REPO / "docs" / "students.md"
+    chapters = {"course/01_dimensions.ipynb": "01_dimensions.html"}
+    body = site.render_markdown(
+        "[a](instructors.md#grading-a-big-class) [b](../course/01_dimensions.ipynb) [c](../README.md#chapters) "
+        "[d](../views/README.md) [e](https://example.org/) [f](#homework)", source, chapters)
+    assert '<a href="instructors.html#grading-a-big-class">a</a>' in body
+    assert '<a href="01_dimensions.html">b</a>' in body
+    assert '<a href="index.html">c</a>' in body
+    assert '<span class="td-repo-path" title="in the repository: ../views/README.md">d</span>' in body
+    assert '<a href="https://example.org/">e</a>' in body and '<a href="#homework">f</a>' in body
+
+
+def test_the_search_index_has_a_section_per_heading_without_navigation_or_prompts():
+    body = ('<nav><a href="index.html">Torch Doctor</a></nav><p>intro</p>'
+            '<h2 id="Symptom">Symptom<a class="anchor-link" href="#Symptom">¶</a></h2>'
+            '<div class="jp-InputPrompt">In [3]:</div><pre>layer(x)</pre><p>RuntimeError: mat1 and mat2</p>'
+            '<h3 id="Fix">Fix</h3><script>var x = 1;</script><p>reshape</p>')
+    entries = site.search_entries("01_dimensions.html", "01 Dimensions", "chapter", body)
+    assert [(e["title"], e["href"]) for e in entries] == [
+        ("01 Dimensions", "01_dimensions.html"), ("Symptom", "01_dimensions.html#Symptom"),
+        ("Fix", "01_dimensions.html#Fix")]
+    assert entries[1]["text"] == "layer(x) RuntimeError: mat1 and mat2" and entries[2]["text"] == "reshape"
+
+
+def test_every_guide_is_a_page_with_the_navigation_and_the_search(tmp_path):
+    import jinja2
+
+    templates = jinja2.Environment(loader=jinja2.FileSystemLoader(site.TEMPLATE / "torchdoctor"), autoescape=True)
+    pages = site.build_guides(tmp_path, {p.notebook: p.html_name for p in site.pages()}, templates)
+    assert sorted(p.name for p, _ in pages) == sorted(f"{stem}.html" for stem in site.GUIDES)
+    for page, _ in pages:
+        text = page.read_text(encoding="utf-8")
+        assert 'id="td-search"' in text and '<script src="search-index.js"></script>' in text, page.name
+        for stem in site.GUIDES:
+            assert f'href="{stem}.html"' in text, f"{page.name} does not link the {stem} guide"
+    library = (tmp_path / "library.html").read_text(encoding="utf-8")
+    assert 'id="explain"' in library and "Diagnose an exception" in library  # the generated reference
+    entries = [e for page, body in pages for e in site.search_entries(page.name, page.stem, "guide", body)]
+    index = site.write_search_index(tmp_path, entries).read_text(encoding="utf-8")
+    assert index.startswith("window.TD_SEARCH_INDEX = [") and "</script" not in index
+    assert any(e["href"] == "instructors.html#grading-a-big-class" for e in entries)

@@ -1,0 +1,79 @@
+// The course site's search box: works offline on the static pages. search-index.js (written by
+// course_tools/site.py) sets window.TD_SEARCH_INDEX: one entry per section of every chapter, of the cheat sheet and
+// of the guides, {page, kind, title, href, text}. Every word typed must occur in an entry; headings weigh most.
+(function () {
+  "use strict";
+  const input = document.getElementById("td-search");
+  const list = document.getElementById("td-search-results");
+  if (!input || !list) return;
+  const entries = (window.TD_SEARCH_INDEX || []).map(function (e) {
+    return {e: e, title: e.title.toLowerCase(), page: e.page.toLowerCase(), text: e.text.toLowerCase()};
+  });
+
+  function search(query) {
+    const terms = query.toLowerCase().split(/\s+/).filter(Boolean);
+    if (!terms.length) return [];
+    const hits = [];
+    for (const entry of entries) {
+      let score = 0;
+      let all = true;
+      for (const term of terms) {
+        const inTitle = entry.title.includes(term), inPage = entry.page.includes(term), inText = entry.text.includes(term);
+        if (!inTitle && !inPage && !inText) { all = false; break; }
+        score += (inTitle ? 10 : 0) + (inPage ? 3 : 0) + (inText ? 1 : 0);
+      }
+      if (all) hits.push({entry: entry, score: score});
+    }
+    hits.sort(function (a, b) { return b.score - a.score; });
+    return hits.slice(0, 20);
+  }
+
+  function snippet(entry, query) {
+    const term = query.toLowerCase().split(/\s+/).filter(Boolean)[0] || "";
+    const at = Math.max(0, entry.text.indexOf(term) - 60);
+    const text = entry.e.text.slice(at, at + 180);
+    return (at > 0 ? "… " : "") + text + (at + 180 < entry.e.text.length ? " …" : "");
+  }
+
+  function show() {
+    const query = input.value.trim();
+    list.textContent = "";
+    if (!query) { list.hidden = true; return; }
+    const hits = search(query);
+    if (!hits.length) {
+      const li = document.createElement("li");
+      li.className = "td-no-hit";
+      li.textContent = "Nothing found for “" + query + "”.";
+      list.appendChild(li);
+    }
+    for (const hit of hits) {
+      const li = document.createElement("li");
+      const a = document.createElement("a");
+      a.className = "td-search-hit";
+      a.href = hit.entry.e.href;
+      const title = document.createElement("span");
+      title.className = "td-hit-title";
+      title.textContent = hit.entry.e.title;
+      const page = document.createElement("span");
+      page.className = "td-hit-page";
+      page.textContent = hit.entry.e.page + " · " + hit.entry.e.kind;
+      const text = document.createElement("span");
+      text.className = "td-hit-text";
+      text.textContent = snippet(hit.entry, query);
+      a.append(title, page, text);
+      li.appendChild(a);
+      list.appendChild(li);
+    }
+    list.hidden = false;
+  }
+
+  input.addEventListener("input", show);
+  input.addEventListener("keydown", function (event) {
+    if (event.key === "Enter") {
+      const first = list.querySelector("a.td-search-hit");
+      if (first) window.location.href = first.href;
+    } else if (event.key === "Escape") {
+      list.hidden = true;
+    }
+  });
+})();

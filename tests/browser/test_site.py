@@ -113,3 +113,47 @@ def test_every_page_renders_its_plots_and_tracebacks(built, snapshot, page, shot
             shot("14-site-chapter01-plot")
         if entry.notebook.endswith("cheatsheet.ipynb"):
             shot("15-site-cheatsheet")
+
+
+def search_index(built: Path) -> list[dict]:
+    text = (built / "search-index.js").read_text(encoding="utf-8")
+    return json.loads(text.removeprefix("window.TD_SEARCH_INDEX = ").rstrip().removesuffix(";"))
+
+
+def search_and_open(page, query: str, href: str) -> None:
+    """Type `query` into the search box of the page shown, check `href` is among the hits, and follow it."""
+    box = page.locator("#td-search")
+    box.fill("")
+    box.type(query)
+    hit = page.locator(f"#td-search-results a.td-search-hit[href='{href}']")
+    hit.first.wait_for(state="visible")
+    hit.first.click()
+    page.wait_for_url(f"**/{href}")
+
+
+def check_guides_and_search(built: Path, page, shot) -> None:
+    """A reader starts on a guide, finds a chapter's section and then a guide's section with the search box."""
+    page.goto((built / "students.html").as_uri())
+    assert page.locator("h1").first.inner_text().startswith("Students")
+    for stem in course_site.GUIDES:  # the navigation by reader, on every page
+        assert page.locator(f"nav.td-bar a[href='{stem}.html']").count() == 1, stem
+    # a chapter's section, as a student searches for it: chapter 01's section on the mat1/mat2 message
+    sections = [e for e in search_index(built) if e["href"].startswith("01_dimensions.html#")]
+    assert sections, "chapter 01 has no section in the search index"
+    section = next((e for e in sections if "mat1" in e["title"]), sections[0])
+    search_and_open(page, section["title"], section["href"])
+    anchor = section["href"].split("#", 1)[1]
+    heading = page.locator(f"[id='{anchor}']")
+    assert heading.count() == 1 and heading.is_visible(), f"{section['href']}: the section is not on the page"
+    shot("16-site-search-chapter-section")
+    # a guide's section, searched from the chapter's page
+    page.locator("#td-search").type("grading a big class slurm")
+    shot("17-site-search-results")
+    search_and_open(page, "grading a big class slurm", "instructors.html#grading-a-big-class")
+    assert page.locator("h2#grading-a-big-class").is_visible()
+    assert page.locator("main.td-doc table").count() >= 1  # the Markdown's tables rendered
+    shot("18-site-guide-instructors")
+
+
+def test_the_guides_are_on_the_site_and_its_search_finds_chapters_and_guides(built, page, shot):
+    check_guides_and_search(built, page, shot)

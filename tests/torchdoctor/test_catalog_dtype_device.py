@@ -68,3 +68,44 @@ def test_a_device_side_assert_is_explained_whatever_its_exception_type():
     assert issubclass(torch.AcceleratorError, RuntimeError)
     for kind in (torch.AcceleratorError, RuntimeError):
         assert explain(kind(message)).id == "device-side-assert", kind.__name__
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn])
+def test_numpy_of_a_dtype_numpy_lacks_is_explained_and_the_fix_works(raised, dtype):
+    """Chapter 4: t.detach().cpu().numpy() is not enough for bfloat16 (nor float8); .float() first is."""
+    t = torch.ones(3, dtype=dtype)
+    d = explain(raised(lambda: t.detach().cpu().numpy()))
+    assert d.id == "numpy-unsupported-dtype" and ".float()" in d.fix, d
+    assert t.detach().float().cpu().numpy().tolist() == [1.0, 1.0, 1.0]
+    complex_half = explain(raised(lambda: torch.ones(2, dtype=torch.complex32).numpy()))
+    assert complex_half.id == "numpy-unsupported-dtype" and ".cfloat()" in complex_half.fix
+
+
+def test_copying_a_meta_tensor_to_the_cpu_is_explained_as_meta(raised):
+    exc = raised(lambda: torch.ones(3, device="meta").detach().cpu().numpy())
+    assert type(exc) is NotImplementedError and explain(exc).id == "meta-device"
+
+
+def test_adam_state_left_in_float32_after_double_is_explained(raised):
+    """Chapter 4: module.to() does not convert the optimizer's state; Adam's next step fails in lerp."""
+    net = nn.Linear(3, 2)
+    adam = torch.optim.Adam(net.parameters())
+    net(torch.ones(1, 3)).sum().backward()
+    adam.step()
+    net.double()
+    adam.zero_grad()
+    net(torch.ones(1, 3, dtype=F64)).sum().backward()
+    d = explain(raised(adam.step))
+    assert d.id == "optimizer-state-dtype" and "float" in d.fix and "double" in d.fix, d
+    # the fix the entry gives: load_state_dict casts the state to the parameters' dtype
+    adam.load_state_dict(adam.state_dict())
+    adam.step()
+    assert {t.dtype for s in adam.state.values() for k, t in s.items() if k != "step"} == {F64}
+
+
+def test_a_hard_coded_cuda_device_without_a_gpu_is_explained(raised):
+    if torch.cuda.is_available() or not torch.backends.cuda.is_built():
+        pytest.skip("needs a CUDA build of PyTorch on a machine without a GPU (as the CPU runner is)")
+    d = explain(raised(lambda: torch.zeros(8, 64, device="cuda")))
+    assert d.id == "cuda-no-driver", d

@@ -239,12 +239,15 @@ META_DEVICE = ErrorEntry(
     id="meta-device",
     title="Tensor on the meta device (never materialised)",
     chapter=CHAPTER,
-    exception_types=("RuntimeError",),
-    pattern=r"Tensor on device (?:meta is not on the expected device [^!\s]+|\S+ is not on the expected device meta)!",
+    exception_types=("RuntimeError", "NotImplementedError"),
+    pattern=r"Tensor on device (?:meta is not on the expected device [^!\s]+|\S+ is not on the expected device meta)!"
+    r"|Cannot copy out of meta tensor; no data!",
     example="Tensor on device cpu is not on the expected device meta!",
     cause="Part of the computation lives on the 'meta' device, which has shapes but no data: a model built "
     "under torch.device('meta') (or with low-memory loading) was used before its weights were "
-    "materialised. (A message that names two real devices, such as cuda:0 and cpu, is a device mismatch.)",
+    "materialised, or such a tensor was copied to a real device (.cpu(), .to('cuda'), .numpy() after "
+    ".cpu()): there are no values to copy. (A message that names two real devices, such as cuda:0 and cpu, "
+    "is a device mismatch.)",
     fix="Materialise the model first: model.to_empty(device='cpu') followed by load_state_dict(...) or "
     "re-initialisation.",
     reproducer=meta_device,
@@ -309,6 +312,73 @@ CUDA_TENSOR_TO_NUMPY = ErrorEntry(
 )
 
 
+def numpy_unsupported_dtype() -> None:
+    torch.ones(2, dtype=torch.bfloat16).detach().cpu().numpy()
+
+
+def _numpy_unsupported_dtype(g: Mapping[str, str]) -> str:
+    wider = ("cfloat", "complex64") if g["dtype"].startswith("Complex") else ("float", "float32")
+    return (
+        f"NumPy has no {g['dtype']} dtype. Convert in PyTorch first: t.detach().{wider[0]}().cpu().numpy() "
+        f"({wider[1]} holds every {g['dtype']} value exactly); .tolist() and .item() work without it."
+    )
+
+
+NUMPY_UNSUPPORTED_DTYPE = ErrorEntry(
+    id="numpy-unsupported-dtype",
+    title="numpy() on a tensor whose dtype NumPy lacks (bfloat16, float8)",
+    chapter=CHAPTER,
+    exception_types=("TypeError",),
+    pattern=r"Got unsupported ScalarType (?P<dtype>\w+)",
+    example="Got unsupported ScalarType BFloat16",
+    cause="NumPy has no bfloat16 (the half-precision format of mixed-precision training), no float8 and no "
+    "complex32, so .numpy() cannot share such a tensor's memory; detach() and cpu() do not change the dtype.",
+    fix="Convert the dtype first: t.detach().float().cpu().numpy(); or use t.tolist() / t.item().",
+    reproducer=numpy_unsupported_dtype,
+    specific_fix=_numpy_unsupported_dtype,
+)
+
+
+def optimizer_state_dtype() -> None:
+    net = nn.Linear(3, 2)
+    optimizer = torch.optim.Adam(net.parameters())
+    net(torch.ones(1, 3)).sum().backward()
+    optimizer.step()  # Adam's running averages are created here, in float32
+    net.double()  # the parameters change dtype; the optimizer's state does not
+    optimizer.zero_grad()
+    net(torch.ones(1, 3, dtype=torch.float64)).sum().backward()
+    optimizer.step()
+
+
+def _optimizer_state_dtype(g: Mapping[str, str]) -> str:
+    return (
+        f"torch.lerp was asked to update a {g['state']} tensor with a {g['other']} one. In an optimizer step "
+        f"(Adam, AdamW) the {g['state']} tensor is the optimizer's state and the {g['other']} one a gradient: the "
+        f"model was converted after the optimizer's first step. Convert the model before building the "
+        f"optimizer, or call optimizer.load_state_dict(optimizer.state_dict()) after the conversion (it casts "
+        f"the state to each parameter's dtype and device)."
+    )
+
+
+OPTIMIZER_STATE_DTYPE = ErrorEntry(
+    id="optimizer-state-dtype",
+    title="Optimizer state in another dtype than the model (Adam after .double() or .half())",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError",),
+    pattern=r"expected dtype (?P<state>[\w:]+) for `end` but got dtype (?P<other>[\w:]+)",
+    example="expected dtype float for `end` but got dtype double",
+    cause="torch.lerp got tensors of two dtypes. Adam and AdamW call it on their running averages at every "
+    "step: the model was converted (.double(), .half(), .to(dtype)) after its optimizer had taken a step, and "
+    "module.to() does not convert the optimizer's state. (Moved to a GPU instead, the same stale state gives "
+    "'Expected all tensors to be on the same device'.)",
+    fix="Convert or move the model first, then build the optimizer. To keep the state of a running or resumed "
+    "optimizer, call optimizer.load_state_dict(...) after the move: it casts the state to each parameter's "
+    "dtype and device.",
+    reproducer=optimizer_state_dtype,
+    specific_fix=_optimizer_state_dtype,
+)
+
+
 ENTRIES: tuple[ErrorEntry, ...] = (
     CE_TARGET_DTYPE,
     CE_PROBABILITY_TARGET_LONG,
@@ -322,4 +392,6 @@ ENTRIES: tuple[ErrorEntry, ...] = (
     META_DEVICE,
     DEVICE_SIDE_ASSERT,
     CUDA_TENSOR_TO_NUMPY,
+    NUMPY_UNSUPPORTED_DTYPE,
+    OPTIMIZER_STATE_DTYPE,
 )

@@ -27,37 +27,85 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 @dataclass
 class InitLossCheck:
+    """The loss of a fresh classifier against ln C, and what its outputs look like.
+
+    ``output_min``, ``output_max`` and ``row_sum_error`` (the largest ``|sum over classes - 1|`` of a row) describe
+    the outputs the loss was given. Outputs that all lie in [0, 1] are probabilities (or sigmoids), not logits:
+    ``F.cross_entropy`` would apply its own softmax on top of them. The loss alone cannot show that bug: on
+    probabilities it always lies between ``ln(C - 1 + e) - 1`` and ``ln(C - 1 + e)`` (1.46 to 2.46 for C = 10),
+    close to ln C, so the check looks at the outputs themselves.
+    """
+
     loss: float
     expected: float
     tolerance: float
+    output_min: float = math.nan
+    output_max: float = math.nan
+    row_sum_error: float = math.nan
+
+    @property
+    def squashed(self) -> bool:
+        """Every output lies in [0, 1] (and they are not all one constant, as from a zero-initialised head): a
+        softmax or a sigmoid before a loss that expects logits."""
+        in_unit = self.output_min >= 0.0 and self.output_max <= 1.0
+        return in_unit and (self.output_max > self.output_min or self.row_sum_error <= 1e-3)
+
+    @property
+    def probabilities(self) -> bool:
+        """The outputs are in [0, 1] and each row sums to 1: a softmax before the loss."""
+        return self.output_min >= 0.0 and self.output_max <= 1.0 and self.row_sum_error <= 1e-3
+
+    @property
+    def loss_near_ln_c(self) -> bool:
+        return abs(self.loss - self.expected) <= self.tolerance * self.expected
 
     @property
     def ok(self) -> bool:
-        return abs(self.loss - self.expected) <= self.tolerance * self.expected
+        return self.loss_near_ln_c and not self.squashed
 
     def __str__(self) -> str:
-        verdict = "ok" if self.ok else (
-            "too high: the initial outputs are confidently wrong (large init scale, missing normalisation, or a "
-            "softmax before the loss)" if self.loss > self.expected else
+        head = f"initial loss {self.loss:.4f}, expected about ln C = {self.expected:.4f}: "
+        if self.squashed:
+            what = "each row sums to 1: a softmax" if self.probabilities else "a sigmoid or another squashing layer"
+            return head + (
+                f"FAILED: every output lies in [{self.output_min:.3g}, {self.output_max:.3g}], so the model returns "
+                f"probabilities, not logits ({what} before the loss). CrossEntropyLoss applies log_softmax itself; "
+                f"return the raw scores. (The loss value alone cannot show this: on probabilities it stays close "
+                f"to ln C.)"
+            )
+        if self.loss_near_ln_c:
+            return head + "ok"
+        verdict = (
+            "too high: the initial outputs are confidently wrong (large init scale, unnormalised inputs)"
+            if self.loss > self.expected else
             "too low: the model already knows the answer (leakage?) or the loss is not what you think"
         )
-        return f"initial loss {self.loss:.4f}, expected about ln C = {self.expected:.4f}: {verdict}"
+        return head + verdict
 
 
 def check_initial_loss(
     model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, tolerance: float = 0.25
 ) -> InitLossCheck:
-    """Cross-entropy of a freshly built classifier should be close to ln(num_classes): it guesses uniformly."""
+    """Cross-entropy of a freshly built classifier should be close to ln(num_classes): it guesses uniformly.
+
+    The check also fails when every output lies in [0, 1] (a softmax or a sigmoid before the loss), which the loss
+    value cannot reveal. It does not see bugs that leave a fresh model's loss at ln C: labels misaligned with their
+    inputs, a detached graph, parameters missing from the optimiser. Overfitting one batch
+    (``overfit_one_batch``) and ``check_all_parameters_update`` catch those.
+    """
     if num_classes < 2:
         raise ValueError(f"num_classes must be at least 2, got {num_classes}")
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            loss = F.cross_entropy(model(x), y).item()
+            out = model(x)
+            loss = F.cross_entropy(out, y).item()
     finally:
         model.train(was_training)
-    return InitLossCheck(loss, math.log(num_classes), tolerance)
+    out = out.detach().float()
+    row_sum_error = (out.sum(dim=1) - 1).abs().max().item() if out.dim() >= 2 else math.nan
+    return InitLossCheck(loss, math.log(num_classes), tolerance, out.min().item(), out.max().item(), row_sum_error)
 
 
 @dataclass

@@ -34,6 +34,32 @@ def test_initial_loss_near_ln_c_and_too_confident_init():
     assert not bad.ok and "too high" in str(bad)
 
 
+def test_initial_loss_flags_probabilities_that_the_loss_value_hides():
+    x, y = data(256)
+    softmax_model = nn.Sequential(mlp(), nn.Softmax(dim=1))
+    result = check_initial_loss(softmax_model, x, y, num_classes=10)
+    # the loss itself looks healthy: on probabilities it lies in [ln(C-1+e) - 1, ln(C-1+e)], around ln C ...
+    low, high = math.log(9 + math.e) - 1, math.log(9 + math.e)
+    assert low <= result.loss <= high and result.loss_near_ln_c
+    # ... so the check reads the outputs instead
+    assert result.probabilities and result.squashed and not result.ok
+    assert "FAILED" in str(result) and "softmax" in str(result) and "logits" in str(result)
+    sigmoid = check_initial_loss(nn.Sequential(mlp(), nn.Sigmoid()), x, y, num_classes=10)
+    assert sigmoid.squashed and not sigmoid.probabilities and not sigmoid.ok and "sigmoid" in str(sigmoid)
+    # log_softmax before CrossEntropyLoss is harmless (log_softmax is idempotent) and passes
+    assert check_initial_loss(nn.Sequential(mlp(), nn.LogSoftmax(dim=1)), x, y, num_classes=10).ok
+
+
+def test_initial_loss_accepts_a_zero_initialised_head():
+    x, y = data(64)
+    model = mlp()
+    with torch.no_grad():
+        model[2].weight.zero_()
+        model[2].bias.zero_()
+    result = check_initial_loss(model, x, y, num_classes=10)
+    assert result.ok and result.loss == pytest.approx(math.log(10)) and not result.squashed
+
+
 def test_overfit_one_batch_succeeds_and_fails_as_it_should():
     x, y = data(8)
     model = mlp()

@@ -183,3 +183,56 @@ def test_oom_numbers_reads_todays_cuda_message_and_the_simulated_one():
     assert oom_numbers("CUDA out of memory. Allocation was preemptively rejected because it would exceed "
                        "per_process_memory_fraction limit. Requested size: 1.50 GiB") == {"requested": 3 * 2**29}
     assert oom_numbers("KeyError: 'lr'") == {}
+
+
+# Real messages, as PyTorch printed them (numbers from reports of real runs), one per wording.
+MEMORY_FRACTION_AND_OTHER_PROCESS = (
+    "CUDA out of memory. Tried to allocate 996.00 MiB. GPU 0 has a total capacity of 44.43 GiB of which 9.06 GiB is "
+    "free. Process 2102129 has 17.54 GiB memory in use. Including non-PyTorch memory, this process has 17.81 GiB "
+    "memory in use. 17.69 GiB allowed; Of the allocated memory 17.44 GiB is allocated by PyTorch, and 59.88 MiB is "
+    "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
+CONTAINER_TORCH_2_1 = (  # torch 2.1: "capacty"; in a container the driver lists this process by its host pid
+    "CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacty of 14.75 GiB of which 1.66 GiB is "
+    "free. Process 414660 has 13.09 GiB memory in use. Of the allocated memory 10.09 GiB is allocated by PyTorch, "
+    "and 1.92 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+    "max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF")
+PRIVATE_POOLS_NOTHING_FREE = (
+    "HIP out of memory. Tried to allocate 76.00 MiB. GPU 0 has a total capacity of 191.69 GiB of which 0 bytes is "
+    "free. 1.20 GiB allowed; Of the allocated memory 1.14 GiB is allocated by PyTorch, with 17.00 MiB allocated in "
+    "private pools (e.g., HIP Graphs), and 18.63 MiB is reserved by PyTorch but unallocated.")
+BEFORE_2_1 = (
+    "CUDA out of memory. Tried to allocate 3.81 GiB (GPU 0; 14.58 GiB total capacity; 5.28 GiB already allocated; "
+    "3.63 GiB free; 10.58 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting "
+    "max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF")
+
+
+def gib(x: float) -> int:
+    return round(x * 2**30)
+
+
+def mib(x: float) -> int:
+    return round(x * 2**20)
+
+
+def test_oom_numbers_reads_every_wording():
+    from torchdoctor.memory import oom_numbers
+
+    assert oom_numbers(MEMORY_FRACTION_AND_OTHER_PROCESS) == {
+        "tried to allocate": mib(996), "total capacity": gib(44.43), "free": gib(9.06), "allowed": gib(17.69),
+        "in use by this process": gib(17.81), "in use by process 2102129": gib(17.54),
+        "allocated by PyTorch": gib(17.44), "reserved but unallocated": mib(59.88)}
+    assert oom_numbers(CONTAINER_TORCH_2_1) == {
+        "tried to allocate": gib(1.95), "total capacity": gib(14.75), "free": gib(1.66),
+        "in use by process 414660": gib(13.09), "allocated by PyTorch": gib(10.09),
+        "reserved but unallocated": gib(1.92)}
+    assert oom_numbers(PRIVATE_POOLS_NOTHING_FREE) == {
+        "tried to allocate": mib(76), "total capacity": gib(191.69), "free": 0, "allowed": gib(1.20),
+        "allocated by PyTorch": gib(1.14), "allocated in private pools": mib(17),
+        "reserved but unallocated": mib(18.63)}
+    old = {"tried to allocate": gib(3.81), "total capacity": gib(14.58), "allocated by PyTorch": gib(5.28),
+           "free": gib(3.63), "reserved in total by PyTorch": gib(10.58)}
+    assert oom_numbers(BEFORE_2_1) == old
+    # Under a memory fraction the allocator of those versions put "<size> allowed; " after the free memory.
+    assert oom_numbers(BEFORE_2_1.replace("free; ", "free; 6.00 GiB allowed; ")) == {**old, "allowed": gib(6)}
+    assert oom_numbers(RuntimeError(CONTAINER_TORCH_2_1))["free"] == gib(1.66)  # the exception itself works too

@@ -156,4 +156,9 @@ def check_guides_and_search(built: Path, page, shot) -> None:
 
 
 def test_the_guides_are_on_the_site_and_its_search_finds_chapters_and_guides(built, page, shot):
+    index = search_index(built)
+    pages = {e["href"].split("#")[0] for e in index}
+    assert {p.html_name for p in course_site.pages()} | {f"{stem}.html" for stem in course_site.GUIDES} <= pages, (
+        "the search index leaves out pages")
+    assert {e["kind"] for e in index} == {"chapter", "cheat sheet", "guide"}
     check_guides_and_search(built, page, shot)

@@ -30,7 +30,8 @@
 
   function snippet(entry, query) {
     const term = query.toLowerCase().split(/\s+/).filter(Boolean)[0] || "";
-    const at = Math.max(0, entry.text.indexOf(term) - 60);
+    let at = Math.max(0, entry.text.indexOf(term) - 60);
+    if (at > 0) at = entry.text.indexOf(" ", at) + 1;  // start at a word
     const text = entry.e.text.slice(at, at + 180);
     return (at > 0 ? "… " : "") + text + (at + 180 < entry.e.text.length ? " …" : "");
   }

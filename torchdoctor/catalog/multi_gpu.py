@@ -11,7 +11,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import torch
 from torch import nn
@@ -141,7 +141,11 @@ PROCESS_GROUP_TWICE = ErrorEntry(
 
 
 def dataparallel_wrong_device() -> None:
-    nn.DataParallel(nn.Linear(2, 2))(torch.ones(1, 2, device="cuda"))
+    # A layer replaced after wrapping stays on the CPU. The classic "wrapped before .to('cuda')" raises this only
+    # with two or more GPUs: with one, DataParallel.__init__ moves the module to device_ids[0] itself.
+    dp = nn.DataParallel(nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2)).to("cuda:0"))
+    dp.module[1] = nn.Linear(2, 2)
+    dp(torch.ones(1, 2, device="cuda:0"))
 
 
 DATAPARALLEL_WRONG_DEVICE = ErrorEntry(
@@ -153,10 +157,11 @@ DATAPARALLEL_WRONG_DEVICE = ErrorEntry(
     r"found one of them on device: (?P<got>\S+)",
     example="module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of "
     "them on device: cpu",
-    cause="nn.DataParallel copies the module from device_ids[0] to the other GPUs; the module was not moved "
-    "there first.",
-    fix="model.to('cuda:0') before nn.DataParallel(model); better, use DistributedDataParallel with one "
-    "process per GPU.",
+    cause="nn.DataParallel copies the module from device_ids[0] to the other GPUs on every forward pass, and part "
+    "of it is elsewhere: with two or more GPUs the model was not moved before wrapping (with a single GPU "
+    "DataParallel moves it itself when it is created), or a layer was added or replaced after wrapping.",
+    fix="model.to('cuda:0') before nn.DataParallel(model), and change the model before wrapping it (or move the "
+    "new layer too); better, use DistributedDataParallel with one process per GPU.",
     reproducer=dataparallel_wrong_device,
     needs="cuda",
 )
@@ -335,12 +340,148 @@ COLLECTIVE_TIMEOUT = ErrorEntry(
     "operation to complete",
     cause="This rank entered a collective (all_reduce, broadcast, barrier, DDP's gradient all-reduce) and a "
     "peer never joined it within the process group's timeout: the ranks run different collectives, or one "
-    "is stuck or dead. Without a timeout this is a silent hang (NCCL's default is 10 minutes).",
+    "is stuck or dead. Without a timeout of your own the default applies (torch.distributed.constants: 30 minutes "
+    "for gloo, 10 for NCCL), and until then the job just stops making progress.",
     fix="Make every rank call the same collectives in the same order (no collectives inside `if rank == 0`); "
     "set init_process_group(timeout=...) so a hang fails instead of blocking, and use dist.monitored_barrier() "
     "(gloo) to find the missing rank.",
     reproducer=collective_timeout,
     specific_fix=_timeout,
+)
+
+
+# Rank 1 of the reproducer below: it joins the group and exits at once, as a crashed or finished rank does.
+_EXITING_PEER = """
+import datetime, sys
+import torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=120))
+group = dist.ProcessGroupGloo(dist.PrefixStore("peer", store), 1, 2, datetime.timedelta(seconds=60))
+"""
+
+
+def peer_closed_connection() -> None:
+    """This process is rank 0 of a two-process gloo group; rank 1 is a second Python process that exits right
+    after joining. Rank 0's next collective finds the connection closed."""
+    import subprocess
+    import sys
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=120))
+    peer = subprocess.Popen([sys.executable, "-c", _EXITING_PEER, str(store.port)],
+                            env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True)
+    group = None
+    try:
+        group = dist.ProcessGroupGloo(dist.PrefixStore("peer", store), 0, 2, datetime.timedelta(seconds=60))
+        peer.wait(timeout=120)  # rank 1 is gone
+        group.allreduce([torch.ones(2)]).wait()
+    finally:
+        del group  # the group goes now, not when the exception's traceback is freed
+        peer.kill()
+        peer.wait()
+
+
+def _peer_closed(g: Mapping[str, str]) -> str:
+    return (
+        f"The rank at {g['peer']}:{g['port']} closed its connection: its process ended (an exception, a kill, or "
+        f"it finished its loop while this rank still calls collectives). This error is only the consequence: read "
+        f"the other rank's log (torchrun reports the first failure as the root cause) and fix that rank."
+    )
+
+
+PEER_CLOSED = ErrorEntry(
+    id="peer-closed",
+    title="The other rank is gone (connection closed by peer)",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError", "DistBackendError"),
+    pattern=r"Connection closed by peer(?: \[(?P<peer>[^\]]+)\]:(?P<port>\d+))?"
+    r"|ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely",
+    example="[../third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:62654. "
+    "This is typically caused by a remote worker crashing. Check the logs of the remote worker before reporting "
+    "an error. GLHF!",
+    cause="A collective (or gloo's connection set-up in init_process_group) found the socket to another rank "
+    "closed: that rank's process has ended. It crashed or raised, was killed (out of memory, a scheduler), or "
+    "finished early, e.g. it ran fewer batches and left while this rank still calls collectives. NCCL reports the "
+    "same situation as ncclRemoteError.",
+    fix="Look at the other ranks' logs, not at this one: torchrun names the first failed rank as the root cause, "
+    "mp.spawn re-raises its traceback. If a rank simply finished early, make every rank run the same number of "
+    "steps and collectives (DistributedSampler pads to equal shards unless drop_last), and end with "
+    "dist.barrier() before dist.destroy_process_group().",
+    reproducer=peer_closed_connection,
+    specific_fix=_peer_closed,
+)
+
+
+# Rank 1 of the reproducer below: a worker that never calls torch.cuda.set_device, so it runs on cuda:0.
+_SAME_GPU_PEER = """
+import datetime, sys
+import torch, torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=120))
+dist.init_process_group("nccl", store=dist.PrefixStore("gpu", store), rank=1, world_size=2,
+                        timeout=datetime.timedelta(seconds=60))
+try:
+    dist.all_reduce(torch.ones(1, device="cuda"))
+finally:
+    dist.destroy_process_group()
+"""
+
+
+def ranks_share_gpu() -> None:
+    """Two NCCL ranks on one GPU: this process is rank 0 and a second Python process rank 1, and neither calls
+    torch.cuda.set_device(local_rank), so both put their tensors on cuda:0 (one GPU is enough to show it)."""
+    import subprocess
+    import sys
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=120))
+    peer = subprocess.Popen([sys.executable, "-c", _SAME_GPU_PEER, str(store.port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        dist.init_process_group("nccl", store=dist.PrefixStore("gpu", store), rank=0, world_size=2,
+                                timeout=datetime.timedelta(seconds=60))
+        dist.all_reduce(torch.ones(1, device="cuda"))  # NCCL sets up its communicator here, and refuses
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        peer.kill()
+        peer.wait()
+
+
+def _ranks_share_gpu(g: Mapping[str, str]) -> str:
+    return (
+        f"Ranks {g['rank']} and {g['other']} both use the GPU at bus id {g['bus']}: each process must pick its own "
+        f"GPU with torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before it creates CUDA tensors or the "
+        f"model, and start at most one process per GPU."
+    )
+
+
+RANKS_SHARE_GPU = ErrorEntry(
+    id="ranks-share-gpu",
+    title="Two NCCL ranks on the same GPU",
+    chapter=CHAPTER,
+    exception_types=("DistBackendError", "RuntimeError"),
+    # NCCL up to 2.27 (torch <= 2.9) said "Duplicate GPU detected"; NCCL 2.30.7, which torch 2.14.1 ships, says
+    # "Multiple Ranks are using the same GPU/Partition" (tests/torchdoctor/test_catalog_multi_gpu.py).
+    pattern=r"Duplicate GPU detected : rank (?P<rank>\d+) and rank (?P<other>\d+) both on CUDA device "
+    r"(?P<bus>[0-9a-fA-F]+)|Multiple Ranks are using the same GPU/Partition",
+    example="NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, invalid usage (run with "
+    "NCCL_DEBUG=WARN for details), NCCL version 2.30.7\nncclInvalidUsage: This usually reflects invalid usage of "
+    "NCCL library.\nLast error:\nMultiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 "
+    "to enable this configuration.",
+    cause="Two ranks of one NCCL group run on the same GPU. Usually no process called "
+    "torch.cuda.set_device(local_rank), so every rank's device='cuda' tensors (and the model) landed on cuda:0; or "
+    "more processes were started than there are GPUs (--nproc-per-node above the GPU count, CUDA_VISIBLE_DEVICES "
+    "showing fewer).",
+    fix="In every worker, first: local_rank = int(os.environ['LOCAL_RANK']); torch.cuda.set_device(local_rank); "
+    "then model.to(local_rank), DDP(model, device_ids=[local_rank]), and optionally "
+    "init_process_group('nccl', device_id=torch.device('cuda', local_rank)). Start one process per GPU. (NCCL's own "
+    "hint, NCCL_MULTI_RANK_GPU_ENABLE=1, lets ranks share a GPU, which a training job almost never wants.)",
+    reproducer=ranks_share_gpu,
+    needs="cuda",
+    specific_fix=_ranks_share_gpu,
 )
 
 
@@ -352,7 +493,14 @@ def spawn_process_raised() -> None:
     import torch.multiprocessing as mp
 
     # fork, so the reproducer does not pay for a new interpreter; mp.spawn (start method spawn) wraps the same way
-    mp.start_processes(_raise_in_child, nprocs=1, start_method="fork")
+    context = mp.start_processes(_raise_in_child, nprocs=1, join=False, start_method="fork")
+    try:
+        while not context.join():
+            pass
+    finally:
+        for path in context.error_files:  # the worker's pickled error: torch leaves it in the temporary folder
+            with suppress(FileNotFoundError):
+                os.remove(path)
 
 
 def _spawned(g: Mapping[str, str]) -> str:
@@ -394,5 +542,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
     SYNCBATCHNORM_CPU,
     MONITORED_BARRIER_FAILED,
     COLLECTIVE_TIMEOUT,
+    PEER_CLOSED,
+    RANKS_SHARE_GPU,
     SPAWN_PROCESS_RAISED,
 )

@@ -1,8 +1,11 @@
 """Catalog entries of chapter 10 (case study), checked on the errors PyTorch really raises in the variants the
 chapter shows, beyond the one message each reproducer raises."""
 
+import warnings
+
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from torchdoctor import explain
@@ -65,3 +68,20 @@ def test_strings_in_torch_tensor_are_tensor_from_strings(data, raised):
 def test_old_quotes_are_not_claimed(quoted):
     """The case study shows that explain does not recognise messages quoted from old PyTorch versions."""
     assert explain(quoted) is None
+
+
+def test_a_squeezed_batch_of_one_in_mse_loss_is_named_as_such(raised):
+    model = nn.Linear(4, 1)
+
+    def squeezed_loss():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            F.mse_loss(model(torch.randn(1, 4)).squeeze(), torch.randn(1))
+
+    diagnosis = explain(raised(squeezed_loss))
+    assert diagnosis.id == "mse-broadcast-warning"
+    assert "prediction has no dimension" in diagnosis.fix and "squeeze(-1)" in diagnosis.fix
+    assert "grid" not in diagnosis.fix
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        F.mse_loss(model(torch.randn(1, 4)).squeeze(-1), torch.randn(1))   # the fix it gives raises nothing

@@ -265,6 +265,14 @@ def mse_broadcast_warning() -> None:
 
 
 def _mse_broadcast(g: Mapping[str, str]) -> str:
+    if "torch.Size([])" in (g["input"], g["target"]):
+        side = "prediction" if g["input"] == "torch.Size([])" else "target"
+        return (
+            f"The {side} has no dimension at all (torch.Size([])) and the other side is "
+            f"{g['target'] if side == 'prediction' else g['input']}: usually .squeeze() without an argument removed "
+            f"the batch dimension of a batch of one sample (the last batch of an epoch). Squeeze only the dimension "
+            f"you mean, pred.squeeze(-1), so that a batch of one keeps its shape (1,)."
+        )
     return (
         f"The prediction is {g['input']} and the target {g['target']}, so the loss silently broadcasts them "
         f"into a grid of every prediction against every target. Make them equal: pred.squeeze(-1) or "

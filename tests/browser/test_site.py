@@ -7,6 +7,7 @@ notebooks part writes them while pytest runs: this test waits until each is comp
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -131,6 +132,25 @@ def search_and_open(page, query: str, href: str) -> None:
     page.wait_for_url(f"**/{href}")
 
 
+def check_guide_pages(built: Path, page) -> None:
+    """Every guide renders (a title, the navigation marking it) and every link it holds into the site resolves."""
+    for stem in course_site.GUIDES:
+        page.goto((built / f"{stem}.html").as_uri())
+        assert page.locator("main.td-doc h1").count() == 1, f"{stem}.html has no title"
+        assert page.locator(f"nav.td-bar a[href='{stem}.html'][aria-current='page']").count() == 1, stem
+        hrefs = page.eval_on_selector_all("main.td-doc a[href]", "links => links.map(a => a.getAttribute('href'))")
+        for href in hrefs:
+            target, _, anchor = href.partition("#")
+            if re.match(r"[a-z]+:", href):
+                continue
+            assert (built / target).is_file() if target else True, f"{stem}.html links {href}, not on the site"
+            if anchor and target.endswith(".html"):
+                page_text = (built / target).read_text(encoding="utf-8")
+                assert f'id="{anchor}"' in page_text, f"{stem}.html links {href}: no such anchor"
+            elif anchor:
+                assert page.locator(f"[id='{anchor}']").count() == 1, f"{stem}.html: no anchor #{anchor}"
+
+
 def check_guides_and_search(built: Path, page, shot) -> None:
     """A reader starts on a guide, finds a chapter's section and then a guide's section with the search box."""
     page.goto((built / "students.html").as_uri())
@@ -161,4 +181,5 @@ def test_the_guides_are_on_the_site_and_its_search_finds_chapters_and_guides(bui
     assert {p.html_name for p in course_site.pages()} | {f"{stem}.html" for stem in course_site.GUIDES} <= pages, (
         "the search index leaves out pages")
     assert {e["kind"] for e in index} == {"chapter", "cheat sheet", "guide"}
+    check_guide_pages(built, page)
     check_guides_and_search(built, page, shot)

@@ -89,3 +89,31 @@ def test_reproducers_leave_no_files_behind(tmp_path, monkeypatch):
     for entry_id in ("not-a-checkpoint", "ran-out-of-input"):
         _raised(get_entry(entry_id).reproducer)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_save_interrupted_halfway_is_a_corrupted_checkpoint(tmp_path):
+    """Chapter 5: a plain torch.save stopped by KeyboardInterrupt leaves an archive without data.pkl."""
+
+    class StopsTheSave:
+        def __reduce__(self):
+            raise KeyboardInterrupt("the save was interrupted")
+
+    path = tmp_path / "plain.pt"
+    torch.save({"w": torch.ones(2)}, path)
+    with pytest.raises(KeyboardInterrupt):
+        torch.save({"w": torch.ones(2), "stop": StopsTheSave()}, path)
+    with pytest.raises(RuntimeError) as info:
+        torch.load(path)
+    assert "failed locating file data.pkl" in str(info.value)
+    assert explain(info.value).id == "corrupted-checkpoint"
+
+
+def test_a_truncated_archive_says_it_is_likely_corrupted(tmp_path):
+    """Chapter 5 quotes the second half of the message of 2.14: keep it true."""
+    path = tmp_path / "cut.pt"
+    torch.save({"w": torch.ones(64, 64)}, path)
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(RuntimeError) as info:
+        torch.load(path)
+    assert "high likelihood that your checkpoint file is corrupted" in str(info.value)
+    assert explain(info.value).id == "corrupted-checkpoint"

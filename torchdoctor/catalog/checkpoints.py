@@ -244,10 +244,12 @@ CORRUPTED_CHECKPOINT = ErrorEntry(
     title="Checkpoint archive is corrupted or truncated",
     chapter=CHAPTER,
     exception_types=("RuntimeError",),
-    pattern=r"PytorchStreamReader failed reading zip archive",
-    example="PytorchStreamReader failed reading zip archive: failed finding central directory",
+    pattern=r"PytorchStreamReader failed (?:reading zip archive|locating file \S+: file not found)",
+    example="PytorchStreamReader failed reading zip archive: failed finding central directory. This is an internal "
+    "miniz error. If you are seeing this error, there is a high likelihood that your checkpoint file is corrupted.",
     cause="A torch.save file is a zip archive whose table of contents (the central directory) sits at its end; "
-    "this one is incomplete (an interrupted save or copy, a full disk), so that table is missing or damaged.",
+    "this one is incomplete (an interrupted save or copy, a full disk), so that table is missing or damaged, or "
+    "it lacks the records it should hold (data.pkl: a save that stopped halfway).",
     fix="Compare the file size with the original, re-download or re-save it; save to a temporary name and "
     "os.replace it so a crash never leaves half a file.",
     reproducer=corrupted_checkpoint,

@@ -295,7 +295,11 @@ def _simulated_oom(budget: int) -> Callable[[int, int], None]:
 def memory_budget(budget_bytes: int, device: str | torch.device | None = None) -> Iterator[None]:
     """Raise ``torch.OutOfMemoryError`` when the tensors of the block would pass ``budget_bytes``.
 
-    On CPU this is a simulated budget: only storages created inside the block count. On CUDA it is real:
+    On CPU this is a simulated budget: only storages created inside the block count. Unlike :func:`peak_memory`, it
+    does not subtract the frees of tensors that existed before the block (that would need a scan of every live
+    object at each entry), so for a step that frees old tensors (a warm model's ``zero_grad()``) it is stricter than
+    ``peak_memory`` by what the step frees; for a step that frees nothing old, a step fits exactly when its
+    ``peak_memory`` is within the budget. On CUDA it is real:
     the process's memory fraction is set so that the allocator holds at most ``budget_bytes`` in total
     (memory already in use before the block included), and the previous fraction is restored afterwards.
     """

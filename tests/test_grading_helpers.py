@@ -69,6 +69,20 @@ def test_helpers_describe_values_as_json_data():
     assert rec.checks["a tensor left in a list"] == "not plain data: Object of type Tensor is not JSON serializable"
 
 
+def test_a_record_carries_weights_requirements_and_choices_for_the_grader():
+    rec = observe.Record(partial=True)
+    rec.check("lesson", lambda: 1, weight=3, requirements=["R2.1", "R1.4"])
+    rec.value("form", 2)
+    rec.choice("bugs", lambda: {"b", "a"}, requirements=["R4.1"])
+    rec.choice("not names", lambda: ["a", 1])
+    assert rec.as_json() == {
+        "checks": {"lesson": 1, "form": 2, "bugs": ["a", "b"], "not names": "not a set of names: list"},
+        "weights": {"lesson": 3.0}, "requirements": {"lesson": ["R1.4", "R2.1"], "bugs": ["R4.1"]},
+        "choices": ["bugs", "not names"], "partial": True}
+    with pytest.raises(ValueError, match="positive number"):
+        rec.check("free", lambda: 1, weight=0)
+
+
 def test_parameters_compare_whatever_the_order_of_definition():
     from torch import nn
 

@@ -179,6 +179,29 @@ def test_judge_counts_missing_checks_as_failed_and_shows_what_came_instead():
     assert judge(reference, [padded], [])[0] == 0.5
 
 
+def test_judge_weighs_checks_by_the_references_weights_only():
+    reference = {"checks": {"lesson": 1, "form": 2}, "weights": {"lesson": 3.0}}
+    assert judge(reference, [{"checks": {"lesson": 1, "form": 0}}], [])[0] == 0.75
+    assert judge(reference, [{"checks": {"lesson": 0, "form": 2}}], [])[0] == 0.25
+    forged = {"checks": {"lesson": 0, "form": 2}, "weights": {"form": 100.0}}
+    assert judge(reference, [forged], [])[0] == 0.25
+
+
+def test_a_choice_that_lists_every_option_earns_nothing():
+    reference = {"checks": {"bugs": ["a", "b", "c"]}, "choices": ["bugs"]}
+
+    def score(names):
+        return judge(reference, [{"checks": {"bugs": names}}], [])[0]
+
+    assert score(["a", "b", "c"]) == 1
+    assert score(["a", "b"]) == 2 / 3  # a careful student who found two of three
+    assert score(["a", "b", "c", "d", "e", "f"]) == 0  # every option named: three wrong cost three right
+    assert score(["a", "b", "d"]) == 1 / 3
+    assert score("not a set of names: str") == 0
+    forged = {"checks": {"bugs": ["a"]}, "choices": []}
+    assert judge({"checks": {"bugs": ["a", "b"]}}, [forged], [])[0] == 0  # choices only from the reference
+
+
 def _autograde_the_solution(tmp_path, **env_extra):
     course = attack_corpus.make_course(tmp_path)
     folder = course / "submitted" / "solution" / attack_corpus.ASSIGNMENT

@@ -119,16 +119,37 @@ def parameter_shapes(model: Any) -> list[list[int]] | str:
 
 
 class Record:
-    """The one record a hidden test displays: named checks, optional alternatives, optional partial credit."""
+    """The one record a hidden test displays: named checks, optional alternatives, optional partial credit.
+
+    Partial credit (``partial=True``) is the weighted share of checks passed: ``weight`` says what a check is worth
+    (1 by default; the check that carries the part's lesson is worth the most). ``requirements`` names the ids of
+    the requirement sentences of the student text that a check tests (the requirement table). :meth:`choice`
+    records a set of names picked from a closed list, scored so that listing every option earns nothing: each right
+    name earns its share, each wrong name costs as much. Only the reference run's weights, requirements and
+    choices count: the grader ignores those a student's kernel displays.
+    """
 
     def __init__(self, partial: bool = False) -> None:
         self.checks: dict[str, Any] = {}
         self.alternatives: dict[str, list[Any]] = {}
+        self.weights: dict[str, float] = {}
+        self.requirements: dict[str, list[str]] = {}
+        self.choices: list[str] = []
         self.partial = partial
         self._shown = False
 
-    def check(self, name: str, observe: Callable[[], Any]) -> Any:
+    def _declare(self, name: str, weight: float, requirements: Iterable[str]) -> None:
+        if not (isinstance(weight, int | float) and not isinstance(weight, bool) and weight > 0):
+            raise ValueError(f"the weight of check {name!r} must be a positive number, got {weight!r}")
+        if weight != 1:
+            self.weights[name] = float(weight)
+        if requirements:
+            self.requirements[name] = sorted(requirements)
+
+    def check(self, name: str, observe: Callable[[], Any], weight: float = 1, requirements: Iterable[str] = ()
+              ) -> Any:
         """Record what ``observe()`` returns, or the exception it raised (one failure costs one check)."""
+        self._declare(name, weight, tuple(requirements))
         try:
             value = observe()
         except Exception as exc:  # the student's error is an observation like any other
@@ -136,8 +157,23 @@ class Record:
         self.checks[name] = plain(value)
         return value
 
-    def value(self, name: str, value: Any) -> None:
+    def value(self, name: str, value: Any, weight: float = 1, requirements: Iterable[str] = ()) -> None:
+        self._declare(name, weight, tuple(requirements))
         self.checks[name] = plain(value)
+
+    def choice(self, name: str, observe: Callable[[], Any], weight: float = 1, requirements: Iterable[str] = ()
+               ) -> Any:
+        """Record the names ``observe()`` returns (a set, list or tuple of strings) as a sorted list, scored as a
+        choice from a closed list (see the class docstring)."""
+        self.choices.append(name)
+
+        def names() -> Any:
+            picked = observe()
+            if type(picked) not in (set, frozenset, list, tuple) or any(type(n) is not str for n in picked):
+                return _not("a set of names", picked)
+            return sorted(set(picked))
+
+        return self.check(name, names, weight, requirements)
 
     def accept(self, name: str, values: Iterable[Any]) -> None:
         """Other values the grader accepts for ``name`` (read from the reference run only)."""
@@ -145,8 +181,9 @@ class Record:
 
     def as_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {"checks": self.checks}
-        if self.alternatives:
-            record["alternatives"] = self.alternatives
+        for key in ("alternatives", "weights", "requirements", "choices"):
+            if getattr(self, key):
+                record[key] = getattr(self, key)
         if self.partial:
             record["partial"] = True
         return record

@@ -69,28 +69,49 @@ def compare(expected: t.Any, observed: t.Any, where: str = "") -> list[str]:
     raise TypeError(f"reference value of unsupported type {type(expected).__name__}")
 
 
+def choice_credit(expected: t.Any, observed: t.Any) -> float:
+    """Credit for a choice from a closed list (``Record.choice``): each right name earns 1/len(expected), each wrong
+    name costs as much, never below 0; so naming every option earns nothing for the right ones."""
+    if type(expected) is not list or not expected or type(observed) is not list:
+        return 0.0
+    right = len(set(observed) & set(expected))
+    wrong = len(set(observed) - set(expected))
+    return max(0.0, (right - wrong) / len(expected))
+
+
 def judge(reference: dict, records: list[t.Any], errors: list[str]) -> tuple[float, list[str]]:
-    """Fraction of the reference's checks the observed records pass, and feedback lines. A check passes when its
-    observation matches the reference's value or one of the reference's ``alternatives`` for it (only the
-    reference run's alternatives count: the student's kernel displays its own, which are ignored)."""
+    """Weighted share of the reference's checks the observed records pass, and feedback lines. A check passes when
+    its observation matches the reference's value or one of the reference's ``alternatives`` for it; a choice
+    (``Record.choice``) earns :func:`choice_credit`. Only the reference run's alternatives, weights and choices
+    count (the student's kernel displays its own, which are ignored)."""
     if len(records) != 1 or type(records[0]) is not dict or type(records[0].get("checks")) is not dict:
         if errors:
             return 0.0, [f"the test did not finish: {errors[-1]}"]
         return 0.0, [f"the test did not report its observations ({len(records)} records instead of 1)"]
     expected, observed = reference["checks"], records[0]["checks"]
     alternatives = reference.get("alternatives", {})
+    weights = {name: float(reference.get("weights", {}).get(name, 1.0)) for name in expected}
+    choices = set(reference.get("choices", []))
     # Observations the reference does not have (such as "raised ..." where the reference observed a value) earn
     # nothing, but they are what the student needs to read first.
     lines = [f"{name}: {_short(value)}" for name, value in observed.items() if name not in expected]
-    failed = {}
+    failed, credit = {}, {}
     for name, value in expected.items():
         if name not in observed:
             failed[name] = [f"{name}: expected {_short(value)}, observed nothing"]
             continue
+        if name in choices:
+            credit[name] = choice_credit(value, observed[name])
+            if credit[name] < 1:
+                failed[name] = [f"{name}: {credit[name]:.0%} of this choice's credit (a wrong name costs what a "
+                                f"right one earns)"]
+            continue
         accepted = [value, *alternatives.get(name, [])]
         if all(compare(v, observed[name], name) for v in accepted):
             failed[name] = compare(value, observed[name], name)
-    passed = 1 - len(failed) / len(expected) if expected else 1.0
+    total = sum(weights.values())
+    earned = sum(weights[name] * credit.get(name, 0.0 if name in failed else 1.0) for name in expected)
+    passed = earned / total if expected else 1.0
     lines += [line for messages in failed.values() for line in messages]
     more = [f"(and {len(lines) - MAX_LINES} more)"] if len(lines) > MAX_LINES else []
     return passed, lines[:MAX_LINES] + more

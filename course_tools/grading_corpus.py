@@ -4,7 +4,8 @@ Every ready assignment of course.toml has one: tests/grading_corpus/<assignment>
 starts from ``base`` ("solution": the published solution; "release": the student starter) and replaces the source
 of the solution cells named in its ``cells`` table (keys are nbgrader grade_ids). ``loses`` lists the grade cells
 that must score zero ("all" for every one); ``scores`` gives the points of grade cells that earn partial credit
-(within 0.01); every other grade cell must earn full points.
+(within 0.01); every other grade cell must earn full points. ``violates`` names the requirement ids a wrong
+submission breaks (the requirement table, ``course_tools.requirements``).
 
 Grading happens in a scratch copy of the course: ``generate_assignment``, one folder per made-up student in
 submitted/, the course's hardened parallel autograde (``course_tools.grading.autograde``: nbgrader's autograde
@@ -45,6 +46,7 @@ class Submission:
     loses: list[str] | str
     cells: dict[str, str] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)  # grade cell -> points, for partial credit
+    violates: list[str] = field(default_factory=list)  # requirement ids it breaks (course_tools.requirements)
 
 
 def corpus_path(assignment: str) -> Path:

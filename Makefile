@@ -88,7 +88,7 @@ release: setup
 # isolated kernels, verdicts outside them, one task per submission on a Dask cluster; then grades.csv (nbgrader
 # export) and results/<assignment>.json. Already graded submissions are skipped, as by nbgrader; FORCE=1 grades them
 # again. ENGINE=local (default: one worker per core here), dask (SCHEDULER=tcp://host:port) or slurm (QUEUE, CORES,
-# MEMORY, WALLTIME, GPUS per job; WORKERS jobs); DB_URL=postgresql://... for a shared gradebook (README "Grading a
+# MEMORY, WALLTIME, GPUS per job; WORKERS jobs); DB_URL=postgresql://... for a shared gradebook (docs/instructors.md "Grading a
 # big class").
 ENGINE ?= local
 GRADING_OPTIONS = --engine $(ENGINE) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DB_URL),--db-url $(DB_URL)) \

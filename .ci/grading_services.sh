@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# System services for the distributed-grading tests (README "Grading a big class"):
+# System services for the distributed-grading tests (docs/instructors.md "Grading a big class"):
 #
 #   .ci/grading_services.sh install           apt-get install postgresql, slurm-wlm and munge where missing (root only;
 #                                             without root it says what is missing and exits 0: those tests then fail

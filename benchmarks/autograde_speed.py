@@ -109,7 +109,7 @@ def warm_kernel_run(source: Path, assignment: str, scratch: Path) -> tuple[float
 
 def capacity(per_submission: float, overhead: float, fixed: float, students: int = 2000,
              workers: tuple[int, ...] = (2, 16, 64, 256)) -> str:
-    """A capacity table for README "Grading a big class": ``students`` submissions at the measured time per
+    """A capacity table for docs/instructors.md "Grading a big class": ``students`` submissions at the measured time per
     submission per worker, and for an assignment whose notebook runs 30 s (a ResNet-50 trained on one core, the
     issue's estimate) plus the measured ``overhead`` per submission, by worker count."""
     lines = [f"capacity for {students} submissions (measured {per_submission:.2f} s per submission per worker, fixed "

@@ -57,7 +57,7 @@ def load_corpus(assignment: str) -> list[Submission]:
     path = corpus_path(assignment)
     if not path.is_file():
         raise FileNotFoundError(f"{assignment} is ready in course.toml but has no grading corpus: write "
-                                f"{path.relative_to(REPO)} (README, \"Adding an assignment\")")
+                                f"{path.relative_to(REPO)} (docs/authors.md, \"Adding an assignment\")")
     entries = tomllib.loads(path.read_text())["submission"]
     submissions = [Submission(**entry) for entry in entries]
     bad = [s.name for s in submissions if s.base not in ("solution", "release")]

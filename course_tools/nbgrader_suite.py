@@ -1,5 +1,5 @@
 """nbgrader's own test suite, run through this course's hardened grading settings (``make test``'s part
-"nbgrader-suite"; README "Grading you can trust", "A drop-in for nbgrader").
+"nbgrader-suite"; docs/instructors.md "A drop-in for nbgrader").
 
 nbgrader ships its tests inside the installed package (``nbgrader/tests/apps/``). They run each nbgrader command in
 a fresh temporary course folder whose own ``nbgrader_config.py`` sets only the course root. This runner writes a
@@ -8,7 +8,7 @@ this course only (its root and id), and names that folder in ``JUPYTER_CONFIG_PA
 grades as this course does (sandboxed kernels from the zygote, references, verdicts, restored cells, safe collect).
 
 The tests that show an intended difference from stock nbgrader are deselected by name (``DIFFERENCES``), each with
-the one-line reason printed at the end of the run; the README lists the same differences. Anything else failing
+the one-line reason printed at the end of the run; docs/instructors.md lists the same differences. Anything else failing
 is a bug of the drop-in.
 
 Usage: python -m course_tools.nbgrader_suite [pytest arguments ...]

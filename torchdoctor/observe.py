@@ -2,7 +2,7 @@
 
 A hidden test runs the student's code on inputs the student never saw, turns what comes back into plain JSON
 data with the helpers below, and displays one record. The grader compares that record with the reference
-solution's, outside the student's process (README, "Hidden tests"). Nothing here decides pass or fail: the
+solution's, outside the student's process (docs/authors.md, "Hidden tests"). Nothing here decides pass or fail: the
 functions only describe values, so a student who patches them gains nothing but a wrong record.
 
     from torchdoctor.observe import Record, tensor, shape

@@ -1,4 +1,4 @@
-"""Hardened, distributed nbgrader autograding (README: "Grading you can trust").
+"""Hardened, distributed nbgrader autograding (docs/security.md).
 
 Plugged into nbgrader through ``autograder/nbgrader_config.py``, which names these modules as an installed package
 (``make setup`` installs course_tools with torchdoctor), so a copy of the course root grades anywhere. One job per

@@ -175,7 +175,7 @@ def refusal(protections: Protections) -> str | None:
     if not missing or os.environ.get(ALLOW_UNPROTECTED_ENV) == "1":
         return None
     return (f"Grading refuses to run student code unprotected: {', '.join(missing)} isolation is off here (it needs "
-            f"root or unprivileged user namespaces; see README 'Without root'). Enable user namespaces or grade as "
+            f"root or unprivileged user namespaces; see docs/security.md, 'Without root'). Enable user namespaces or grade as "
             f"root, or set {ALLOW_UNPROTECTED_ENV}=1 to grade anyway (trusted submissions only).")
 
 

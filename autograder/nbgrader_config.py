@@ -19,7 +19,8 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # Each cell gets this long to run; a cell that runs longer loses its kernel (and only its own tests).
 c.ExecutePreprocessor.timeout = 300
-# Limits per assignment (docs/instructors.md "Grading at speed"), so an endless loop costs what the assignment needs, not 300 s:
+# Limits per assignment (docs/instructors.md "Grading at speed"), so an endless loop costs what the assignment
+# needs, not 300 s:
 # timeout (per cell) and notebook_timeout in seconds of wall-clock time, memory_mb (private memory) and cpu_seconds
 # per kernel. Unlisted assignments, and limits left out, get the global settings. hw1 measured on 2 cores: slowest
 # cell 1.1 s of CPU (up to 5.8 s of wall-clock time on a machine loaded 5x over), whole notebook 1.2 s of CPU.

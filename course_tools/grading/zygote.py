@@ -175,8 +175,8 @@ def refusal(protections: Protections) -> str | None:
     if not missing or os.environ.get(ALLOW_UNPROTECTED_ENV) == "1":
         return None
     return (f"Grading refuses to run student code unprotected: {', '.join(missing)} isolation is off here (it needs "
-            f"root or unprivileged user namespaces; see docs/security.md, 'Without root'). Enable user namespaces or grade as "
-            f"root, or set {ALLOW_UNPROTECTED_ENV}=1 to grade anyway (trusted submissions only).")
+            f"root or unprivileged user namespaces; see docs/security.md, 'Without root'). Enable user namespaces or "
+            f"grade as root, or set {ALLOW_UNPROTECTED_ENV}=1 to grade anyway (trusted submissions only).")
 
 
 def unprotected_refusal() -> str | None:

@@ -1,7 +1,8 @@
 """The hardened grader as a drop-in for nbgrader (docs/instructors.md "A drop-in for nbgrader"): a kernel sees what a
-stock kernel sees of its assignment (nbgrader's variables, the submission's hidden files, read-only paths the instructor lists)
-and what it writes comes back; the notebook's kernelspec is honoured; a failing reference costs its own cell only;
-feedback quotes no hidden line; a `locked` flag nbgrader ignores is no tampering; nothing is left behind."""
+stock kernel sees of its assignment (nbgrader's variables, the submission's hidden files, read-only paths the
+instructor lists) and what it writes comes back; the notebook's kernelspec is honoured; a failing reference costs its
+own cell only; feedback quotes no hidden line; a `locked` flag nbgrader ignores is no tampering; nothing is left
+behind."""
 
 import json
 import os

@@ -83,3 +83,18 @@ def test_check_yourself_answers_are_left_to_the_student(path):
             f"{path}: answer cell {index}'s reference does not define {[n for n, _ in assigned]}")
         later = "\n".join(cell.source for cell in cells[index + 1:])
         assert re.search(r"\b(check_answer|answered)\(", later), f"{path}: answer cell {index} is never checked"
+
+
+DEVICE_GUARD = re.compile(r"^if (not torch\.cuda\.is_available\(\)|\w+\.type != \"cuda\"):")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_cuda_cells_guard_themselves(path):
+    """Only the runner blanks a cell meant for CUDA; in JupyterLab on a CPU it runs, so it must check the device
+    itself and say why it did nothing (design §3)."""
+    unguarded = [i for i, c in enumerate(code_cells(path))
+                 if c.metadata.get("torchdoctor", {}).get("device") == "cuda"
+                 and not DEVICE_GUARD.match(next(line for line in c.source.splitlines()
+                                                 if line.strip() and not line.lstrip().startswith("#")))]
+    assert not unguarded, (f"{path}: CUDA cells {unguarded} do not start with `if device.type != \"cuda\":` (or "
+                           "`if not torch.cuda.is_available():`) followed by a printed line saying why nothing ran")

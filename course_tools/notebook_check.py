@@ -8,7 +8,8 @@ kernel goes on past it) and says which error it must raise in its metadata::
 ``match`` is a regular expression searched in ``str(exception)``; ``id`` names the torchdoctor catalog entry that
 explains the error, and ``torchdoctor.explain`` must give exactly that entry for the error the cell raised (so
 every error the course shows is one a student can paste into ``explain``). A cell that only makes sense on one device
-carries ``"torchdoctor": {"device": "cuda"}``; the runner blanks it on other devices (see ``skip_for_device``).
+carries ``"torchdoctor": {"device": "cuda"}``; the runner blanks it on other devices (see ``skip_for_device``). A cell
+marked ``"cpu"`` needs a machine where CUDA is not usable (it shows what a hard-coded "cuda" does there).
 
 "Check yourself" questions leave the student's answer as ``None`` in the committed notebook and keep the reference
 answer in the answer cell's metadata, ``"torchdoctor": {"answer": "q1_version = 3"}``. The runner puts the
@@ -107,17 +108,23 @@ def cell_device(cell: NotebookNode) -> str | None:
     return _doctor_metadata(cell).get("device")
 
 
-def skip_for_device(nb: NotebookNode, device: str) -> list[int]:
-    """Blank, in place, the cells meant for another device; return their indices.
+def skip_for_device(nb: NotebookNode, device: str, cuda_usable: bool | None = None) -> list[int]:
+    """Blank, in place, the cells meant for another device; return their indices. A "cpu" cell also needs CUDA to
+    be unusable here (``cuda_usable``, default: asked of torch), whatever DEVICE says.
 
     A blanked cell keeps a comment saying why, so the executed copy in build/ shows what was left out.
     """
+    if cuda_usable is None:
+        import torch
+
+        cuda_usable = torch.cuda.is_available()
     skipped = []
     for index, cell in enumerate(nb.cells):
         wanted = cell_device(cell) if cell.cell_type == "code" else None
-        if wanted is None or wanted == device:
+        if wanted is None or (wanted == device and not (wanted == "cpu" and cuda_usable)):
             continue
-        cell.source = f'{SKIPPED_MARK} it needs DEVICE="{wanted}" and this run uses DEVICE="{device}".'
+        why = "a machine without a usable CUDA GPU" if wanted == device else f'DEVICE="{wanted}"'
+        cell.source = f'{SKIPPED_MARK} it needs {why} and this run uses DEVICE="{device}".'
         cell.metadata["tags"] = [tag for tag in _tags(cell) if tag != RAISES_TAG]
         cell.metadata.get("torchdoctor", {}).pop("raises", None)
         skipped.append(index)

@@ -137,9 +137,16 @@ def test_starter_whose_test_passes_without_work_fails():
 
 def test_cells_for_another_device_are_blanked():
     nb = notebook(cell("x.cuda()", device="cuda", raises=DECLARED), cell("x.cpu()", device="cpu"))
-    assert skip_for_device(nb, "cpu") == [0]
+    assert skip_for_device(nb, "cpu", cuda_usable=False) == [0]
     assert nb.cells[0].source.startswith("# Skipped") and "raises-exception" not in nb.cells[0].metadata.tags
     assert nb.cells[1].source == "x.cpu()"
+
+
+def test_a_cpu_cell_is_blanked_where_cuda_is_usable_even_with_device_cpu():
+    """A "cpu" cell shows what a hard-coded "cuda" does without a GPU: on a GPU machine it cannot."""
+    nb = notebook(cell('torch.zeros(1, device="cuda")', device="cpu", raises=DECLARED))
+    assert skip_for_device(nb, "cpu", cuda_usable=True) == [0]
+    assert "without a usable CUDA GPU" in nb.cells[0].source
 
 
 # End to end: the same checks through papermill and a real kernel.

@@ -115,6 +115,8 @@ def test_every_hidden_test_yields_exactly_one_record_on_the_reference_solution(a
     found = references.reference_run(path, course_config())
     records = found.records
     assert not found.problems, f"{path.relative_to(REPO)}:\n" + "\n".join(found.problems)
+    assert not found.in_kernel, f"{found.in_kernel} display no record (forgotten Record.show()?): the course's own " \
+                                "hidden tests are never judged in the student's kernel"
     assert hidden <= set(records)
     assert all(type(records[g].get("checks")) is dict and records[g]["checks"] for g in hidden)
 
@@ -125,8 +127,8 @@ def _test_cell(grade_id: str, source: str) -> nbformat.NotebookNode:
 
 
 def test_the_reference_run_uses_the_helpers_in_the_sandbox_and_reports_a_test_without_record(tmp_path):
-    """torchdoctor.observe is importable in the confined kernel, and a forgotten ``show()`` is an authoring
-    mistake the reference run reports (and that grading does not abort on)."""
+    """torchdoctor.observe is importable in the confined kernel, and a test with hidden tests but no record (stock
+    asserts, or a forgotten ``show()``) is reported as judged in the kernel (and grading does not abort on it)."""
     nb = new_notebook(cells=[
         _test_cell("observed", "### BEGIN HIDDEN TESTS\nfrom torchdoctor.observe import Record, data, shape\n"
                                "rec = Record()\nrec.check('shape', lambda: shape(data(2, 3, seed=0).t()))\n"
@@ -139,21 +141,26 @@ def test_the_reference_run_uses_the_helpers_in_the_sandbox_and_reports_a_test_wi
     nbformat.write(nb, path)
     found = references.reference_run(path, Config())
     assert found.records == {"observed": {"checks": {"shape": [3, 2]}}}
-    assert found.problems == [f"forgotten has hidden tests but {references.NO_RECORD} (call Record.show() once)"]
-    assert found.failed == {}  # grading goes on; the cell fails (next test)
+    assert found.in_kernel == ["forgotten"] and found.problems == []
+    assert found.failed == {}  # grading goes on; the kernel judges that cell (next test)
 
 
-def test_a_hidden_test_without_reference_record_fails_its_cell_with_a_clear_message():
+def test_a_hidden_test_without_reference_record_is_judged_in_the_kernel_and_marked_so():
+    """Stock nbgrader hidden asserts: the kernel's outcome stands (an error scores 0, else full points), and the
+    cell, its verdict and so results.json say it was not protected."""
     verdicts = Verdicts()
-    verdicts._references = references.References()
-    forged = {"output_type": "display_data", "metadata": {},
-              "data": {references.OBSERVED_MIME: {"checks": {"x": 1}}}}
-    cell = _test_cell("forgotten", "### BEGIN HIDDEN TESTS\npass\n### END HIDDEN TESTS")
-    cell.outputs = [nbformat.from_dict(forged), new_output("stream", name="stdout", text="all good\n")]
-    cell, _ = verdicts.preprocess_cell(cell, {}, 0)
-    assert [o.output_type for o in cell.outputs] == ["error"]
-    assert "no observation record on the reference solution" in cell.outputs[0].evalue
-    assert cell.metadata.torchdoctor.verdict["score"] == 0
+    verdicts._references = references.References(in_kernel=["asserts"])
+    passed = _test_cell("asserts", "### BEGIN HIDDEN TESTS\nassert f(2) == 4\n### END HIDDEN TESTS")
+    passed.outputs = [new_output("stream", name="stdout", text="all good\n")]
+    passed, _ = verdicts.preprocess_cell(passed, {}, 0)
+    assert [o.output_type for o in passed.outputs] == ["stream", "stream"]
+    assert "judged in the student's kernel: not protected against tampering" in passed.outputs[1].text
+    assert passed.metadata.torchdoctor.verdict == {"score": 1.0, "max": 1.0, "passed": True,
+                                                   "message": references.IN_KERNEL, "judged_in_kernel": True}
+    failed = _test_cell("asserts", "### BEGIN HIDDEN TESTS\nassert f(2) == 4\n### END HIDDEN TESTS")
+    failed.outputs = [new_output("error", ename="AssertionError", evalue="", traceback=[])]
+    failed, _ = verdicts.preprocess_cell(failed, {}, 0)
+    assert failed.outputs[0].output_type == "error" and failed.metadata.torchdoctor.verdict["score"] == 0
     visible = _test_cell("visible_only", "assert True")
     visible.outputs = []
     assert verdicts.preprocess_cell(visible, {}, 1)[0].outputs == []  # visible asserts: nbgrader's verdict

@@ -9,8 +9,10 @@ test cell, and they cost that cell only, as stock nbgrader grades cell by cell:
 - a test that raises on the reference solution (in the sandbox: a file outside the course, an environment the
   kernel lacks) or displays two records cannot be judged by the grader: it keeps nbgrader's own in-kernel verdict,
   and the instructor is told loudly, once per batch and in ``results/<assignment>.json`` (``References.failed``);
-- a test with hidden tests but no record fails for everyone (``verdict``): judging it in the student's kernel would
-  let student code decide, and it is an authoring mistake that CI catches (tests/test_grading_helpers.py).
+- a test with hidden tests but no record (a stock nbgrader hidden test: plain asserts) is judged as nbgrader judges
+  it, in the student's kernel, and marked so in the cell, the log and the results (``References.in_kernel``): student
+  code could make it pass. ``course_tools.grading.observe_asserts`` turns such a test into an observed one; in this
+  course's own assignments it is an authoring mistake that CI catches (tests/test_grading_helpers.py).
 
 A batch computes them once: ``course_tools.grading.autograde`` names a file in ``REFERENCES_ENV``, and the
 first of its workers to need a notebook's references computes them into it while the others wait on its lock
@@ -46,19 +48,23 @@ from course_tools.grading.zygote import shared_zygote
 REFERENCES_ENV = "TORCHDOCTOR_REFERENCES"
 OBSERVED_MIME = "application/vnd.torchdoctor.observed+json"  # torchdoctor.observe.MIME (a test keeps them equal)
 NO_RECORD = "displays no observation record"
+IN_KERNEL = ("judged in the student's kernel: not protected against tampering (its hidden tests display no observation "
+             "record; `python -m course_tools.grading.observe_asserts` converts them)")
 
 
 @dataclass
 class References:
     """What the reference run gave: each judged test cell's record, the test cells whose reference run failed (they
-    keep nbgrader's verdict; grade_id -> why), and every problem found, one line each."""
+    keep nbgrader's verdict; grade_id -> why), the test cells with hidden asserts but no record (judged in the
+    kernel, as stock nbgrader does), and every problem found, one line each."""
 
     records: dict[str, dict] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    in_kernel: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, t.Any]:
-        return {"records": self.records, "failed": self.failed, "problems": self.problems}
+        return {"records": self.records, "failed": self.failed, "problems": self.problems, "in_kernel": self.in_kernel}
 
 
 _memo: dict[str, References] = {}
@@ -113,7 +119,7 @@ def reference_run(path: Path, config: Config) -> References:
             found.records[grade_id] = records[0]
             continue
         elif has_hidden_tests(cell, config):
-            found.problems.append(f"{grade_id} has hidden tests but {NO_RECORD} (call Record.show() once)")
+            found.in_kernel.append(grade_id)
             continue
         else:
             continue
@@ -130,6 +136,8 @@ def _short(text: str, limit: int = 400) -> str:
 def compute(path: Path, config: Config, log: t.Any = None) -> References:
     """The references of a source notebook; every problem logged as an error, loudly (the instructor's to fix)."""
     found = reference_run(path, config)
+    if found.in_kernel and log is not None:
+        log.warning("Test cells %s of %s: %s", ", ".join(found.in_kernel), path, IN_KERNEL)
     if found.problems and log is not None:
         log.error("REFERENCE RUN PROBLEMS in %s (each costs its own test cell only; fix the source notebook or what "
                   "it needs in the sandbox, then grade again):\n  %s", path, "\n  ".join(found.problems))

@@ -1,9 +1,10 @@
 """Per-test results as JSON, read back from what nbgrader's own tools read: the gradebook and autograded/.
 
-``results/<assignment>.json`` in the course root holds one row per student and graded cell (student, notebook,
-test id, points, max, passed, message) plus, per student, the tampering that grading repaired. Scores come from
-the gradebook, so they are the numbers ``nbgrader export`` and the formgrader show; messages and tampering come
-from the metadata the grading pipeline left in the autograded notebooks.
+``results/<assignment>.json`` in the course root holds one row per student and graded cell (student, notebook, test
+id, points, max, passed, message, whether the student's kernel judged it: stock hidden asserts) plus, per student,
+the tampering that grading repaired. Scores come from the gradebook, so they are the numbers ``nbgrader export`` and
+the formgrader show; messages and tampering come from the metadata the grading pipeline left in the autograded
+notebooks.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def collect(course: Path, assignment: str, students: t.Iterable[str], db_url: st
                     verdict = cells.get(grade.name, {}).get("metadata", {}).get("torchdoctor", {}).get("verdict", {})
                     rows.append({"student": student, "notebook": notebook, "test": grade.name,
                                  "points": grade.score, "max": grade.max_score,
-                                 "passed": grade.score == grade.max_score, "message": verdict.get("message", "")})
+                                 "passed": grade.score == grade.max_score, "message": verdict.get("message", ""),
+                                 "judged_in_kernel": bool(verdict.get("judged_in_kernel"))})
     return {"assignment": assignment, "results": rows, "tampering": tampering}
 
 

@@ -6,7 +6,8 @@ only *observes*, turning what the student's objects do on hidden inputs into pla
 once as ``references.OBSERVED_MIME``. The grader then compares that data with what the reference solution
 observed in a clean kernel (``references``), with its own comparison (``compare``), in its own process. A test
 cell with hidden tests that the reference run saw display no record fails, with a message saying so; a test cell
-whose reference run failed (``References.failed``) keeps nbgrader's own in-kernel verdict, with an error in the log.
+whose reference run failed (``References.failed``) keeps nbgrader's own in-kernel verdict, with an error in the log;
+one whose hidden tests are plain asserts (``References.in_kernel``) keeps it too, marked as not protected.
 
 ``Verdicts`` runs after execution and before nbgrader's SaveAutoGrades: each graded test cell's outputs are
 replaced by the verdict, in the form nbgrader scores (nothing but a "passed" line: full points; an error output:
@@ -23,8 +24,10 @@ from nbconvert.exporters.exporter import ResourcesDict
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.utils import determine_grade
 
 from course_tools.grading.references import (
+    IN_KERNEL,
     References,
     has_hidden_tests,
     is_test_cell,
@@ -155,13 +158,15 @@ class Verdicts(NbGraderPreprocessor):
             self.log.error("Test cell %s %s: nbgrader's in-kernel verdict stands for it (fix the source notebook, or "
                            "what it needs in the sandbox, and grade again)", grade_id, failed)
             return cell, resources
-        if reference is None and has_hidden_tests(cell, self.config):
-            # An authoring mistake (tests/test_grading_helpers.py catches it in CI): judging it in the student's
-            # kernel would let student code decide, so the cell fails, saying why.
-            message = ("this test cannot be judged: its hidden tests display no observation record on the reference "
-                       "solution (an authoring mistake; the instructor must fix the test and grade again)")
-            self.log.error("Test cell %s: %s", grade_id, message)
-            return self._set_verdict(cell, points, 0.0, False, [message]), resources
+        if reference is None and (grade_id in self._references.in_kernel or has_hidden_tests(cell, self.config)):
+            # Stock hidden asserts: judged as nbgrader judges them, in the student's kernel, and said so where the
+            # instructor and the student look (the cell, the log, results/<assignment>.json).
+            self.log.warning("Test cell %s: %s", grade_id, IN_KERNEL)
+            score, _ = determine_grade(cell, self.log)
+            cell.outputs = [*cell.get("outputs", []), new_output("stream", name="stdout", text=f"Note: {IN_KERNEL}.\n")]
+            cell.metadata["torchdoctor"] = {"verdict": {"score": score, "max": points, "passed": score == points,
+                                                        "message": IN_KERNEL, "judged_in_kernel": True}}
+            return cell, resources
         if reference is None:  # visible asserts only: the student sees the whole test, nothing to hide
             self.log.warning("Test cell %s has no hidden tests: nbgrader's in-kernel verdict stands", grade_id)
             return cell, resources

@@ -33,6 +33,7 @@ TABLES = REPO / "docs" / "requirements"
 MARKER = re.compile(r"\[(R\d+\.\d+)\]")
 CHECK_IDS = re.compile(r"requirements\s*=\s*[\[(]([^\])]*)[\])]")
 SENTENCE_START = re.compile(r"(?:(?<=[.!?])\s+|\n\s*(?:[-*]|\d+\.)\s+|\n\s*\n|^#+ )")
+LIST_MARK = re.compile(r"^(?:[-*]|\d+\.)\s+")
 
 
 @dataclass
@@ -56,7 +57,7 @@ def requirement_sentences(markdown: str) -> list[tuple[str, str]]:
     found, start = [], 0
     for match in MARKER.finditer(markdown):
         pieces = [p for p in SENTENCE_START.split(markdown[start:match.start()].rstrip()) if p and p.strip()]
-        sentence = " ".join(pieces[-1].split()) if pieces else ""
+        sentence = LIST_MARK.sub("", " ".join(pieces[-1].split())) if pieces else ""
         found.append((match.group(1), sentence))
         start = match.end()
     return found

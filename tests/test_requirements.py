@@ -13,9 +13,11 @@ PENDING = {"hw4_memory", "hw5_checkpoints"}
 
 def test_a_marker_ends_its_sentence():
     text = ("## Part 2\n\nDefine `train(model, X, y)`. It trains `model` **in place**. [R2.1] It returns a dict:\n\n"
-            "- `loss`: a list of floats [R2.2]\n- more. Another sentence here [R2.3]")
+            "- `loss`: a list of floats [R2.2]\n- more. Another sentence here [R2.3] Ends.\n"
+            "- A bullet after a full stop [R2.4]")
     assert requirement_sentences(text) == [("R2.1", "It trains `model` **in place**."),
-                                           ("R2.2", "`loss`: a list of floats"), ("R2.3", "Another sentence here")]
+                                           ("R2.2", "`loss`: a list of floats"), ("R2.3", "Another sentence here"),
+                                           ("R2.4", "A bullet after a full stop")]
 
 
 @pytest.mark.parametrize("assignment", assignments())

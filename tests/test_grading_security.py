@@ -53,7 +53,9 @@ def test_results_json_has_one_row_per_student_and_test(graded):
     attacks, result = graded
     rows = result["results"]["results"]
     assert len(rows) == 2 * len(attacks)
-    assert {tuple(sorted(r)) for r in rows} == {("max", "message", "notebook", "passed", "points", "student", "test")}
+    keys = ("judged_in_kernel", "max", "message", "notebook", "passed", "points", "student", "test")
+    assert {tuple(sorted(r)) for r in rows} == {keys}
+    assert not any(r["judged_in_kernel"] for r in rows)  # the course's hidden tests are all judged by the grader
     wrong = next(r for r in rows if r["student"] == "control_wrong" and r["test"] == "test_row_sums")
     assert (wrong["points"], wrong["max"], wrong["passed"]) == (1.5, 2.0, False)
     assert "one row: expected [10.0], got 10.0" in wrong["message"]

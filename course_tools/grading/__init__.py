@@ -20,4 +20,5 @@ module, each importing only modules above it in this list (tests/test_grading_he
 - ``engine``: Dask clusters (local, an existing one, Slurm), workers' zygotes, one grading task per submission.
 - ``autograde``: ``make autograde``: the batch on the engine, gradebook checks, hashes, results.
 - ``attack_corpus``: the attack corpus of ``make test``.
+- ``observe_asserts``: convert stock hidden asserts into observed tests (a command for instructors; imports none).
 """

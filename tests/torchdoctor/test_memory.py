@@ -1,5 +1,7 @@
 """peak_memory, memory_budget and estimate_step_peak on a small CNN training step."""
 
+import gc
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -78,6 +80,9 @@ def test_memory_budget_raises_a_real_oom_on_cpu():
 
 
 def test_memory_budget_in_backward_and_step():
+    # Garbage left by earlier tests, collected during a measured step, would lower peak_memory (it counts frees of
+    # older tensors) but not memory_budget (it does not): collect it first, so both see the same step.
+    gc.collect()
     step = training_step(32)[-1]
     needed = peak_memory(step, device="cpu")
     step = training_step(32)[-1]
@@ -85,6 +90,7 @@ def test_memory_budget_in_backward_and_step():
         with memory_budget(needed // 2, device="cpu"):
             step()
     step = training_step(32)[-1]
+    gc.collect()
     with memory_budget(needed, device="cpu"):
         step()
 

@@ -21,7 +21,8 @@ FORCE_ERROR = $(error FORCE=$(FORCE) is neither 1 (redo) nor 0 (don't))
 # nbgrader shells out to alembic: every nbgrader call must find the venv's bin/ first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup lab lab-instructor browser test lint test-notebooks test-notebooks-matrix site release autograde feedback clean
+.PHONY: setup lab lab-instructor browser test lint test-notebooks test-notebooks-matrix site release autograde feedback clean \
+	i18n-update i18n-build i18n-check
 
 setup: $(STAMP)
 
@@ -102,6 +103,21 @@ autograde: setup
 feedback: setup
 	@names="$(ASSIGNMENTS)" && cd $(COURSE) && for a in $$names; do \
 		(set -x && $(BIN)/nbgrader generate_feedback "$$a" $(FORCE_FLAG)) || exit 1; done
+
+# The course in Chinese (issue 24; docs/authors.md "Translating the course"). Catalogues locale/zh_CN/<notebook>.po
+# of every chapter, the cheat sheet and every homework student notebook: markdown cells only, msgctxt = cell id.
+# i18n-update extracts the English and merges it (an edited paragraph keeps its old Chinese, marked fuzzy; a deleted
+# one becomes obsolete); i18n-build writes build/zh_CN/<notebook>.ipynb (code cells, outputs and metadata unchanged);
+# i18n-check (part of `make test`) fails on any problem of a notebook marked zh_CN = "ready" in course.toml and
+# prints every notebook's translated share. NOTEBOOKS="course/01_dimensions.ipynb ..." limits them to some.
+i18n-update: setup
+	$(BIN)/python -m course_tools.i18n update $(NOTEBOOKS)
+
+i18n-build: setup
+	$(BIN)/python -m course_tools.i18n build $(NOTEBOOKS)
+
+i18n-check: setup
+	$(BIN)/python -m course_tools.i18n check $(NOTEBOOKS)
 
 clean:
 	rm -rf build

@@ -1,0 +1,532 @@
+"""The course in Chinese (issue 24): translation catalogues of the notebooks' markdown cells, the Chinese notebooks
+built from them, and the checks that keep both in step with the English.
+
+    python -m course_tools.i18n update   # extract the English text, merge it into locale/zh_CN/<path>.po
+    python -m course_tools.i18n build    # write build/zh_CN/<path>.ipynb from the English notebook + catalogue
+    python -m course_tools.i18n check    # what `make i18n-check` runs (part of `make test`)
+
+One catalogue per notebook, ``locale/zh_CN/<notebook path without .ipynb>.po``, for every chapter and reference
+notebook of course.toml and every assignment's student notebook (exercises/<a>/<a>.ipynb). Markdown cells only:
+``msgctxt`` is the cell id, ``msgid`` a paragraph, list item, table cell or heading as mdpo splits Markdown, and
+the entries follow the cells' order. Code cells, outputs and all metadata are copied unchanged into the Chinese
+notebook, so it runs exactly the same code.
+
+Merging has gettext's msgmerge semantics, done here with polib (no system gettext needed): an entry whose English
+is unchanged keeps its translation; an edited paragraph gets the old Chinese marked fuzzy (with the old English as
+``#| msgid``); a paragraph that is gone becomes obsolete (``#~``) when it had a translation.
+
+A notebook whose Chinese edition is ready is marked ``zh_CN = "ready"`` on its [[chapter]], [[reference]] or
+[[assignment]] in course.toml. Its catalogue must be complete (no untranslated, fuzzy or obsolete entry) and every
+translation must keep its English's code spans, URLs and link targets, math, requirement ids and numbers, and use
+the glossary's terms (locale/zh_CN/glossary.tsv). For the other notebooks the check prints the translated share
+and lists the same problems as warnings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import difflib
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import polib
+
+REPO = Path(__file__).resolve().parent.parent
+LANGUAGE = "zh_CN"
+LOCALE = REPO / "locale"
+CATALOGUES = LOCALE / LANGUAGE
+GLOSSARY = CATALOGUES / "glossary.tsv"
+BUILD = REPO / "build" / LANGUAGE
+MANIFEST = REPO / "course.toml"
+READY = "ready"
+# Below this similarity an edited paragraph is treated as new rather than as a fuzzy match of the old one.
+FUZZY_CUTOFF = 0.6
+WRAPWIDTH = 78
+
+HEADER = {
+    "Project-Id-Version": "torchdoctor-course",
+    "Report-Msgid-Bugs-To": "",
+    "PO-Revision-Date": "YEAR-MO-DA HO:MI+ZONE",
+    "Last-Translator": "FULL NAME <EMAIL@ADDRESS>",
+    "Language-Team": "Chinese (simplified)",
+    "Language": LANGUAGE,
+    "MIME-Version": "1.0",
+    "Content-Type": "text/plain; charset=UTF-8",
+    "Content-Transfer-Encoding": "8bit",
+    "Plural-Forms": "nplurals=1; plural=0;",
+    "X-Generator": "course_tools.i18n",
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Which notebooks, and where their catalogues and Chinese editions live
+
+
+def notebooks(manifest: Path = MANIFEST) -> dict[str, bool]:
+    """Every translated notebook (a path relative to the repository) -> whether its Chinese edition is ready."""
+    data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+    found: dict[str, bool] = {}
+    for table in data.get("chapter", []):
+        if table.get("status") == "ready":
+            found[table["notebook"]] = table.get(LANGUAGE) == READY
+    for table in data.get("reference", []):
+        found[table["notebook"]] = table.get(LANGUAGE) == READY
+    for table in data.get("assignment", []):
+        if table.get("status") == "ready":
+            name = table["name"]
+            found[f"exercises/{name}/{name}.ipynb"] = table.get(LANGUAGE) == READY
+    return found
+
+
+def catalogue_path(notebook: str) -> Path:
+    return CATALOGUES / Path(notebook).with_suffix(".po")
+
+
+def built_path(notebook: str) -> Path:
+    return BUILD / notebook
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Extraction
+
+
+def _markdown_entries(source: str) -> list[str]:
+    """The msgids of one markdown cell, in order, as mdpo splits it (paragraphs, list items, table cells, headings)."""
+    from mdpo.md2po import markdown_to_pofile
+
+    if not source.strip():
+        return []
+    pofile = markdown_to_pofile(source, wrapwidth=0, location=False)
+    seen: list[str] = []
+    for entry in pofile:
+        if entry.msgid and entry.msgid not in seen:
+            seen.append(entry.msgid)
+    return seen
+
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+
+
+def _headings(source: str) -> list[str]:
+    found, fenced = [], False
+    for line in source.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and (m := _HEADING.match(line)):
+            found.append(f"{m.group(1)} {m.group(2)}")
+    return found
+
+
+def template(notebook: str | Path, root: Path = REPO) -> polib.POFile:
+    """The untranslated catalogue (a POT, with the zh_CN header) of a notebook's markdown cells."""
+    nb = nbformat.read(root / notebook, as_version=4)
+    pot = polib.POFile(wrapwidth=WRAPWIDTH, check_for_duplicates=False)
+    pot.metadata = dict(HEADER)
+    pot.header = (f"Chinese (zh_CN) text of {Path(notebook).as_posix()}: one entry per paragraph, list item, table "
+                  "cell or heading of\nits markdown cells (msgctxt: the cell id). Written by `make i18n-update`; "
+                  "translators fill in msgstr\nand keep code spans, URLs, math and numbers as they are "
+                  "(docs/authors.md, \"Translating the course\").")
+    section = ""
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        own = _headings(cell.source)
+        context = own[0] if own else (f"after {section}" if section else "before the first heading")
+        if own:
+            section = own[-1]
+        for msgid in _markdown_entries(cell.source):
+            pot.append(polib.POEntry(msgctxt=cell.id, msgid=msgid, msgstr="",
+                                     comment=f"section: {context}"))
+    return pot
+
+
+def merge(old: polib.POFile | None, pot: polib.POFile) -> polib.POFile:
+    """msgmerge semantics, cell by cell (see the module docstring)."""
+    merged = polib.POFile(wrapwidth=WRAPWIDTH, check_for_duplicates=False)
+    merged.header = pot.header
+    merged.metadata = dict(old.metadata) if old is not None else {}
+    # The translators' own fields (Last-Translator, PO-Revision-Date) survive an update; the rest is ours.
+    merged.metadata = {k: merged.metadata.get(k, v) if k in ("PO-Revision-Date", "Last-Translator",
+                                                              "Language-Team") else v for k, v in HEADER.items()}
+    previous = list(old) if old is not None else []
+    previous += [e for e in (old.obsolete_entries() if old is not None else []) if e not in previous]
+    exact = {(e.msgctxt, e.msgid): e for e in previous}
+    wanted = {(e.msgctxt, e.msgid) for e in pot}
+    unused = [e for e in previous if (e.msgctxt, e.msgid) not in wanted]
+    for ref in pot:
+        entry = polib.POEntry(msgctxt=ref.msgctxt, msgid=ref.msgid, msgstr="", comment=ref.comment)
+        found = exact.get((ref.msgctxt, ref.msgid))
+        if found is not None:
+            entry.msgstr = found.msgstr
+            entry.tcomment = found.tcomment
+            entry.flags = [f for f in found.flags if f != "fuzzy"] + (["fuzzy"] if "fuzzy" in found.flags else [])
+            entry.previous_msgid = found.previous_msgid if "fuzzy" in found.flags else None
+            entry.previous_msgctxt = found.previous_msgctxt if "fuzzy" in found.flags else None
+        elif not _needs_translation(ref.msgid):
+            entry.msgstr = ref.msgid
+        else:
+            match = _fuzzy_match(ref, [e for e in unused if e.msgstr])
+            if match is not None:
+                entry.msgstr = match.msgstr
+                entry.tcomment = match.tcomment
+                entry.flags = ["fuzzy"]
+                entry.previous_msgid = match.previous_msgid or match.msgid
+                if match.msgctxt != ref.msgctxt:
+                    entry.previous_msgctxt = match.msgctxt
+        merged.append(entry)
+    for gone in unused:
+        if gone.msgstr:
+            merged.append(polib.POEntry(msgctxt=gone.msgctxt, msgid=gone.msgid, msgstr=gone.msgstr,
+                                        tcomment=gone.tcomment, flags=list(gone.flags), obsolete=True))
+    return merged
+
+
+def _needs_translation(msgid: str) -> bool:
+    """False for an entry with no words outside its code spans, math, URLs and requirement ids (a table cell `4` or
+    `mat1`): its Chinese is its English, filled in by the merge."""
+    prose = _REQUIREMENT.sub(" ", _URL.sub(" ", _MATH.sub(" ", _CODE_SPAN.sub(" ", msgid))))
+    return bool(re.search(r"[^\W\d_]", prose))
+
+
+def _fuzzy_match(ref: polib.POEntry, candidates: list[polib.POEntry]) -> polib.POEntry | None:
+    """The old entry an edited paragraph most likely came from: the same English in another cell (a cell whose id
+    changed), else the most similar English of the same cell."""
+    for old in candidates:
+        if old.msgid == ref.msgid:
+            return old
+    best, score = None, FUZZY_CUTOFF
+    for old in candidates:
+        if old.msgctxt != ref.msgctxt:
+            continue
+        ratio = difflib.SequenceMatcher(None, old.msgid, ref.msgid, autojunk=False).ratio()
+        if ratio >= score:
+            best, score = old, ratio
+    return best
+
+
+def save(pofile: polib.POFile, path: Path) -> bool:
+    """Write a catalogue; True when its text changed."""
+    text = pofile.__unicode__()
+    if not text.endswith("\n"):
+        text += "\n"
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def load(path: Path) -> polib.POFile:
+    return polib.pofile(str(path), encoding="utf-8", wrapwidth=WRAPWIDTH, check_for_duplicates=False)
+
+
+def update(notebook: str, root: Path = REPO, catalogue: Path | None = None) -> polib.POFile:
+    """Extract a notebook's English and merge it into its catalogue (created when missing); returns the result."""
+    path = catalogue or catalogue_path(notebook)
+    old = load(path) if path.is_file() else None
+    merged = merge(old, template(notebook, root))
+    save(merged, path)
+    return merged
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The Chinese notebook
+
+
+def _translations(pofile: polib.POFile) -> dict[str, dict[str, str]]:
+    """cell id -> {English: Chinese} for the entries that are translated and not fuzzy."""
+    table: dict[str, dict[str, str]] = {}
+    for entry in pofile:
+        if entry.msgstr and "fuzzy" not in entry.flags and not entry.obsolete:
+            table.setdefault(entry.msgctxt or "", {})[entry.msgid] = entry.msgstr
+    return table
+
+
+def translate_markdown(source: str, translations: dict[str, str]) -> str:
+    """One markdown cell in Chinese: mdpo renders it again with each translated paragraph replaced."""
+    if not translations:
+        return source
+    from mdpo.po2md import Po2Md
+
+    pofile = polib.POFile()
+    for msgid, msgstr in translations.items():
+        pofile.append(polib.POEntry(msgid=msgid, msgstr=msgstr))
+    renderer = Po2Md([], wrapwidth=0)
+    renderer.pofiles = [pofile]
+    output = renderer.translate(source)
+    # mdpo drops an HTML block that closes a paragraph without a blank line (`</details>` after an answer).
+    for tag in ("</details>",):
+        missing = source.count(tag) - output.count(tag)
+        if missing > 0 and source.rstrip().endswith(tag):
+            output = output.rstrip("\n") + "\n" + "\n".join([tag] * missing)
+    return output.rstrip("\n")
+
+
+def build_notebook(notebook: str, pofile: polib.POFile, root: Path = REPO) -> nbformat.NotebookNode:
+    """The Chinese notebook: the English one with its markdown cells' source translated, nothing else changed."""
+    english = nbformat.read(root / notebook, as_version=4)
+    chinese = copy.deepcopy(english)
+    table = _translations(pofile)
+    for cell in chinese.cells:
+        if cell.cell_type == "markdown" and cell.id in table:
+            cell.source = translate_markdown(cell.source, table[cell.id])
+    return chinese
+
+
+def build(notebook: str, root: Path = REPO, out: Path | None = None) -> Path:
+    path = out or built_path(notebook)
+    pofile = load(catalogue_path(notebook))
+    chinese = build_notebook(notebook, pofile, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(chinese, path)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Checks
+
+
+def structure_problems(english: nbformat.NotebookNode, chinese: nbformat.NotebookNode) -> list[str]:
+    """How a Chinese notebook differs from its English one other than in markdown cells' source."""
+    problems = []
+    if chinese.get("metadata") != english.get("metadata"):
+        problems.append("the notebook metadata differs from the English")
+    if (chinese.get("nbformat"), chinese.get("nbformat_minor")) != (english.get("nbformat"),
+                                                                    english.get("nbformat_minor")):
+        problems.append("the nbformat version differs from the English")
+    ids_en = [(c.get("id"), c.cell_type) for c in english.cells]
+    ids_zh = [(c.get("id"), c.cell_type) for c in chinese.cells]
+    if ids_en != ids_zh:
+        if len(ids_en) != len(ids_zh):
+            problems.append(f"{len(ids_zh)} cells instead of the English {len(ids_en)}")
+        else:
+            problems.append("cells differ from the English in id, type or order: "
+                            + ", ".join(f"#{i} {z} for {e}" for i, (e, z) in enumerate(zip(ids_en, ids_zh, strict=True))
+                                        if e != z)[:300])
+        return problems
+    for en, zh in zip(english.cells, chinese.cells, strict=True):
+        if en.cell_type == "markdown":
+            rest_en = {k: v for k, v in en.items() if k != "source"}
+            rest_zh = {k: v for k, v in zh.items() if k != "source"}
+            if rest_en != rest_zh:
+                problems.append(f"markdown cell {en.id}: metadata or attachments differ from the English")
+            for what, pattern in (("code blocks", _FENCED_BLOCK), ("HTML tags", _HTML_TAG)):
+                if sorted(pattern.findall(en.source)) != sorted(pattern.findall(zh.source)):
+                    problems.append(f"markdown cell {en.id}: its {what} differ from the English")
+        elif en != zh:
+            problems.append(f"{en.cell_type} cell {en.id}: differs from the English (source, metadata or outputs)")
+    return problems
+
+
+_FENCED_BLOCK = re.compile(r"^ {0,3}(```|~~~)[^\n]*\n.*?^ {0,3}\1[ \t]*$", re.MULTILINE | re.DOTALL)
+_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?>")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
+_MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.DOTALL)
+_URL = re.compile(r"https?://[^\s)<>\]]+")
+_LINK_TARGET = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_REQUIREMENT = re.compile(r"\[R\d+\.\d+\]")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+
+
+def _verbatim(text: str) -> dict[str, list[str]]:
+    """What a translation must keep exactly: code spans, math, URLs and link targets, requirement ids, numbers."""
+    spans = sorted(m.group(2).strip() for m in _CODE_SPAN.finditer(text))
+    rest = _CODE_SPAN.sub(" ", text)
+    math = sorted((m.group(1) or m.group(2)).strip() for m in _MATH.finditer(rest))
+    rest = _MATH.sub(" ", rest)
+    urls = sorted(_URL.findall(rest) + [t for t in _LINK_TARGET.findall(rest) if not t.startswith("http")])
+    rest = _LINK_TARGET.sub("]", _URL.sub(" ", rest))
+    requirements = sorted(_REQUIREMENT.findall(rest))
+    rest = _REQUIREMENT.sub(" ", rest)
+    numbers = sorted(n.replace(",", "") for n in _NUMBER.findall(rest))
+    return {"code spans": spans, "math": math, "URLs and link targets": urls, "requirement ids": requirements,
+            "numbers": numbers}
+
+
+def verbatim_problems(msgid: str, msgstr: str) -> list[str]:
+    english, chinese = _verbatim(msgid), _verbatim(msgstr)
+    problems = []
+    for what, expected in english.items():
+        got = chinese[what]
+        if got != expected:
+            lost = sorted(set(expected) - set(got))
+            added = sorted(set(got) - set(expected))
+            detail = "; ".join(p for p in (f"missing {lost}" if lost else "", f"not in the English {added}"
+                                           if added else "") if p) or "a different count"
+            problems.append(f"{what} differ from the English: {detail}")
+    return problems
+
+
+@dataclass(frozen=True)
+class Term:
+    english: tuple[str, ...]
+    chinese: tuple[str, ...]
+    note: str = ""
+
+
+def load_glossary(path: Path = GLOSSARY) -> list[Term]:
+    """The glossary: a TSV with a header line, `english<TAB>chinese<TAB>note`; alternatives separated by `/`."""
+    terms = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()[1:], start=2):
+        if not line.strip() or line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) < 2:
+            raise ValueError(f"{path}:{number}: expected `english<TAB>chinese<TAB>note`")
+        english = tuple(t.strip() for t in cols[0].split("/") if t.strip())
+        chinese = tuple(t.strip() for t in cols[1].split("/") if t.strip())
+        terms.append(Term(english, chinese, cols[2].strip() if len(cols) > 2 else ""))
+    return terms
+
+
+def _term_pattern(term: str) -> re.Pattern:
+    words = r"\s+".join(re.escape(w) for w in term.split())
+    return re.compile(rf"(?<![\w-]){words}(?:s|es)?(?![\w-])", re.IGNORECASE)
+
+
+def glossary_problems(msgid: str, msgstr: str, glossary: list[Term]) -> list[str]:
+    """Each glossary term of the English (outside code, math and URLs) whose Chinese term the translation lacks."""
+    prose = _URL.sub(" ", _MATH.sub(" ", _CODE_SPAN.sub(" ", msgid)))
+    problems = []
+    # Longer terms first, each blanked once found, so "GPU memory" is not also checked as "memory".
+    for term in sorted(glossary, key=lambda t: -max(len(e) for e in t.english)):
+        found = False
+        for english in term.english:
+            prose, count = _term_pattern(english).subn(" ", prose)
+            found = found or count > 0
+        if found and not any(c in msgstr for c in term.chinese):
+            problems.append(f"glossary: '{'/'.join(term.english)}' is translated as "
+                            f"'{'/'.join(term.chinese)}' (not found in the translation)")
+    return problems
+
+
+@dataclass
+class Report:
+    notebook: str
+    ready: bool
+    total: int = 0
+    translated: int = 0
+    fuzzy: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def share(self) -> float:
+        return self.translated / self.total if self.total else 1.0
+
+
+def check_notebook(notebook: str, ready: bool, root: Path = REPO, catalogue: Path | None = None,
+                   glossary: list[Term] | None = None) -> Report:
+    report = Report(notebook, ready)
+    path = catalogue or catalogue_path(notebook)
+    if not path.is_file():
+        report.problems.append(f"no catalogue {path.relative_to(root) if path.is_relative_to(root) else path}: "
+                               "run `make i18n-update`")
+        return report
+    pofile = load(path)
+    if pofile.metadata.get("Language") != LANGUAGE:
+        report.problems.append(f"the catalogue's header says Language: {pofile.metadata.get('Language')!r}, "
+                               f"not {LANGUAGE}")
+    if "charset=UTF-8" not in pofile.metadata.get("Content-Type", ""):
+        report.problems.append("the catalogue is not declared UTF-8 (Content-Type: text/plain; charset=UTF-8)")
+    expected = [(e.msgctxt, e.msgid) for e in template(notebook, root)]
+    present = [(e.msgctxt, e.msgid) for e in pofile]
+    if present != expected:
+        new = len(set(expected) - set(present))
+        gone = len(set(present) - set(expected))
+        report.problems.append(f"the catalogue is out of date with the English ({new} new, {gone} no longer there"
+                               f"{', order differs' if not new and not gone else ''}): run `make i18n-update`")
+    glossary = load_glossary() if glossary is None else glossary
+    report.total = len(pofile)
+    for entry in pofile:
+        where = f"cell {entry.msgctxt}, '{entry.msgid[:60]}'"
+        if "fuzzy" in entry.flags:
+            report.fuzzy += 1
+            report.problems.append(f"{where}: fuzzy (the English changed; check the translation, drop the flag)")
+            continue
+        if not entry.msgstr:
+            continue
+        report.translated += 1
+        for problem in verbatim_problems(entry.msgid, entry.msgstr) + glossary_problems(entry.msgid, entry.msgstr,
+                                                                                        glossary):
+            report.problems.append(f"{where}: {problem}")
+    untranslated = report.total - report.translated - report.fuzzy
+    if untranslated:
+        report.problems.append(f"{untranslated} untranslated entries")
+    obsolete = pofile.obsolete_entries()
+    if obsolete:
+        report.problems.append(f"{len(obsolete)} obsolete entries (#~): delete them once their text is reused")
+    english = nbformat.read(root / notebook, as_version=4)
+    report.problems += [f"Chinese notebook: {p}" for p in structure_problems(english,
+                                                                             build_notebook(notebook, pofile, root))]
+    return report
+
+
+def nbgrader_problems(notebook: str, root: Path = REPO) -> list[str]:
+    """A markdown cell that nbgrader locks or grades would make a translated notebook fail its checksums."""
+    nb = nbformat.read(root / notebook, as_version=4)
+    return [f"markdown cell {c.id} is an nbgrader {k} cell: a translation would break its checksum"
+            for c in nb.cells if c.cell_type == "markdown"
+            for k in ("grade", "locked", "solution", "task") if c.metadata.get("nbgrader", {}).get(k)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Command line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["update", "build", "check"])
+    parser.add_argument("notebooks", nargs="*", help="notebook paths (default: every translated notebook)")
+    args = parser.parse_args(argv)
+    every = notebooks()
+    unknown = [n for n in args.notebooks if n not in every]
+    if unknown:
+        parser.error(f"not a translated notebook of course.toml: {unknown}; known: {sorted(every)}")
+    chosen = {n: every[n] for n in (args.notebooks or every)}
+    if args.command == "update":
+        for notebook in chosen:
+            merged = update(notebook)
+            print(f"{catalogue_path(notebook).relative_to(REPO)}: {len(merged)} entries, "
+                  f"{len(merged.translated_entries())} translated, {len(merged.fuzzy_entries())} fuzzy, "
+                  f"{len(merged.obsolete_entries())} obsolete")
+        return 0
+    if args.command == "build":
+        for notebook in chosen:
+            print(f"{build(notebook).relative_to(REPO)}")
+        return 0
+    failed = 0
+    glossary = load_glossary()
+    for notebook, ready in chosen.items():
+        report = check_notebook(notebook, ready, glossary=glossary)
+        problems = report.problems + (nbgrader_problems(notebook) if notebook.startswith("exercises/") else [])
+        blocking = problems if ready else [p for p in problems if p.startswith(("Chinese notebook", "no catalogue",
+                                                                                "the catalogue's header",
+                                                                                "the catalogue is not",
+                                                                                "markdown cell"))]
+        status = "ready" if ready else "in progress"
+        print(f"{notebook:52} {status:12} {report.translated:4}/{report.total:<4} translated "
+              f"({report.share:6.1%}), {report.fuzzy} fuzzy{'  FAILED' if blocking else ''}")
+        for problem in (problems if ready else blocking):
+            print(f"    {problem}")
+        if not ready:
+            warnings = [p for p in problems if p not in blocking and "untranslated entries" not in p]
+            for problem in warnings[:20]:
+                print(f"    warning: {problem}")
+            if len(warnings) > 20:
+                print(f"    warning: ... and {len(warnings) - 20} more")
+        failed += bool(blocking)
+    total = sum(1 for _ in chosen)
+    ready_count = sum(chosen.values())
+    print(f"{ready_count} of {total} notebooks ready in {LANGUAGE}; "
+          + ("all checks passed" if not failed else f"{failed} failed"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

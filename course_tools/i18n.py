@@ -67,19 +67,31 @@ HEADER = {
 # Which notebooks, and where their catalogues and Chinese editions live
 
 
+class ManifestFieldError(ValueError):
+    pass
+
+
 def notebooks(manifest: Path = MANIFEST) -> dict[str, bool]:
-    """Every translated notebook (a path relative to the repository) -> whether its Chinese edition is ready."""
+    """Every translated notebook (a path relative to the repository) -> whether its Chinese edition is ready.
+
+    The field is ``zh_CN = "ready"`` on a [[chapter]], [[reference]] or [[assignment]] of course.toml; absent, the
+    translation is in progress. Any other value, or the field on a chapter or assignment that is not ready itself,
+    is an error."""
     data = tomllib.loads(manifest.read_text(encoding="utf-8"))
     found: dict[str, bool] = {}
-    for table in data.get("chapter", []):
-        if table.get("status") == "ready":
-            found[table["notebook"]] = table.get(LANGUAGE) == READY
-    for table in data.get("reference", []):
-        found[table["notebook"]] = table.get(LANGUAGE) == READY
-    for table in data.get("assignment", []):
-        if table.get("status") == "ready":
-            name = table["name"]
-            found[f"exercises/{name}/{name}.ipynb"] = table.get(LANGUAGE) == READY
+    for kind in ("chapter", "reference", "assignment"):
+        for i, table in enumerate(data.get(kind, [])):
+            where = f"{manifest.name} {kind} #{i + 1}"
+            value = table.get(LANGUAGE)
+            if value is not None and value != READY:
+                raise ManifestFieldError(f"{where}: `{LANGUAGE}` must be \"{READY}\" or absent, got {value!r}")
+            if kind != "reference" and table.get("status") != "ready":
+                if value is not None:
+                    raise ManifestFieldError(f"{where}: `{LANGUAGE}` on a {kind} that is not ready itself")
+                continue
+            name = table.get("name")
+            notebook = f"exercises/{name}/{name}.ipynb" if kind == "assignment" else table["notebook"]
+            found[notebook] = value == READY
     return found
 
 
@@ -159,6 +171,7 @@ def merge(old: polib.POFile | None, pot: polib.POFile) -> polib.POFile:
     exact = {(e.msgctxt, e.msgid): e for e in previous}
     wanted = {(e.msgctxt, e.msgid) for e in pot}
     unused = [e for e in previous if (e.msgctxt, e.msgid) not in wanted]
+    consumed: list[polib.POEntry] = []  # old entries that became a fuzzy match (not obsolete then)
     for ref in pot:
         entry = polib.POEntry(msgctxt=ref.msgctxt, msgid=ref.msgid, msgstr="", comment=ref.comment)
         found = exact.get((ref.msgctxt, ref.msgid))
@@ -171,8 +184,9 @@ def merge(old: polib.POFile | None, pot: polib.POFile) -> polib.POFile:
         elif not _needs_translation(ref.msgid):
             entry.msgstr = ref.msgid
         else:
-            match = _fuzzy_match(ref, [e for e in unused if e.msgstr])
+            match = _fuzzy_match(ref, [e for e in unused if e.msgstr and not any(e is u for u in consumed)])
             if match is not None:
+                consumed.append(match)
                 entry.msgstr = match.msgstr
                 entry.tcomment = match.tcomment
                 entry.flags = ["fuzzy"]
@@ -181,7 +195,7 @@ def merge(old: polib.POFile | None, pot: polib.POFile) -> polib.POFile:
                     entry.previous_msgctxt = match.msgctxt
         merged.append(entry)
     for gone in unused:
-        if gone.msgstr:
+        if gone.msgstr and not any(gone is c for c in consumed):
             merged.append(polib.POEntry(msgctxt=gone.msgctxt, msgid=gone.msgid, msgstr=gone.msgstr,
                                         tcomment=gone.tcomment, flags=list(gone.flags), obsolete=True))
     return merged
@@ -250,8 +264,8 @@ def _translations(pofile: polib.POFile) -> dict[str, dict[str, str]]:
 
 def translate_markdown(source: str, translations: dict[str, str]) -> str:
     """One markdown cell in Chinese: mdpo renders it again with each translated paragraph replaced."""
-    if not translations:
-        return source
+    if all(msgid == msgstr for msgid, msgstr in translations.items()):
+        return source  # nothing translated yet (a table cell `4` is its own translation): the English, untouched
     from mdpo.po2md import Po2Md
 
     pofile = polib.POFile()
@@ -316,15 +330,16 @@ def structure_problems(english: nbformat.NotebookNode, chinese: nbformat.Noteboo
             rest_zh = {k: v for k, v in zh.items() if k != "source"}
             if rest_en != rest_zh:
                 problems.append(f"markdown cell {en.id}: metadata or attachments differ from the English")
-            for what, pattern in (("code blocks", _FENCED_BLOCK), ("HTML tags", _HTML_TAG)):
-                if sorted(pattern.findall(en.source)) != sorted(pattern.findall(zh.source)):
-                    problems.append(f"markdown cell {en.id}: its {what} differ from the English")
+            if sorted(_FENCED_BLOCK.findall(en.source)) != sorted(_FENCED_BLOCK.findall(zh.source)):
+                problems.append(f"markdown cell {en.id}: its code blocks differ from the English")
+            if _html_tags(en.source) != _html_tags(zh.source):
+                problems.append(f"markdown cell {en.id}: its HTML tags differ from the English")
         elif en != zh:
             problems.append(f"{en.cell_type} cell {en.id}: differs from the English (source, metadata or outputs)")
     return problems
 
 
-_FENCED_BLOCK = re.compile(r"^ {0,3}(```|~~~)[^\n]*\n.*?^ {0,3}\1[ \t]*$", re.MULTILINE | re.DOTALL)
+_FENCED_BLOCK = re.compile(r"^ {0,3}((?:```|~~~)[^\n]*\n.*?^ {0,3}(?:```|~~~)[ \t]*$)", re.MULTILINE | re.DOTALL)
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?>")
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.DOTALL)
@@ -332,6 +347,12 @@ _URL = re.compile(r"https?://[^\s)<>\]]+")
 _LINK_TARGET = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _REQUIREMENT = re.compile(r"\[R\d+\.\d+\]")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+
+
+def _html_tags(markdown: str) -> list[str]:
+    """The HTML tags of a markdown text outside its code blocks and code spans."""
+    prose = _CODE_SPAN.sub(" ", _FENCED_BLOCK.sub(" ", markdown))
+    return sorted(" ".join(tag.split()) for tag in _HTML_TAG.findall(prose))
 
 
 def _verbatim(text: str) -> dict[str, list[str]]:
@@ -435,15 +456,16 @@ def check_notebook(notebook: str, ready: bool, root: Path = REPO, catalogue: Pat
     if "charset=UTF-8" not in pofile.metadata.get("Content-Type", ""):
         report.problems.append("the catalogue is not declared UTF-8 (Content-Type: text/plain; charset=UTF-8)")
     expected = [(e.msgctxt, e.msgid) for e in template(notebook, root)]
-    present = [(e.msgctxt, e.msgid) for e in pofile]
+    live = [e for e in pofile if not e.obsolete]
+    present = [(e.msgctxt, e.msgid) for e in live]
     if present != expected:
         new = len(set(expected) - set(present))
         gone = len(set(present) - set(expected))
         report.problems.append(f"the catalogue is out of date with the English ({new} new, {gone} no longer there"
                                f"{', order differs' if not new and not gone else ''}): run `make i18n-update`")
     glossary = load_glossary() if glossary is None else glossary
-    report.total = len(pofile)
-    for entry in pofile:
+    report.total = len(live)
+    for entry in live:
         where = f"cell {entry.msgctxt}, '{entry.msgid[:60]}'"
         if "fuzzy" in entry.flags:
             report.fuzzy += 1
@@ -492,7 +514,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "update":
         for notebook in chosen:
             merged = update(notebook)
-            print(f"{catalogue_path(notebook).relative_to(REPO)}: {len(merged)} entries, "
+            live = len(merged) - len(merged.obsolete_entries())
+            print(f"{catalogue_path(notebook).relative_to(REPO)}: {live} entries, "
                   f"{len(merged.translated_entries())} translated, {len(merged.fuzzy_entries())} fuzzy, "
                   f"{len(merged.obsolete_entries())} obsolete")
         return 0

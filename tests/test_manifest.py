@@ -83,6 +83,33 @@ def test_the_notebook_runner_runs_what_the_manifest_lists():
     assert [str(p.relative_to(REPO)) for p in default_notebooks()] == expected
 
 
+def test_the_chinese_edition_covers_every_chapter_reference_and_homework_with_a_catalogue():
+    from course_tools import i18n
+
+    translated = i18n.notebooks()  # raises on a zh_CN value other than "ready", or one on a notebook not ready
+    expected = [c.notebook for c in MANIFEST.chapters if c.status == "ready"]
+    expected += [r.notebook for r in MANIFEST.references]
+    expected += [f"exercises/{a}/{a}.ipynb" for a in READY]
+    assert list(translated) == expected
+    missing = [str(i18n.catalogue_path(n).relative_to(REPO)) for n in translated
+               if not i18n.catalogue_path(n).is_file()]
+    assert not missing, f"no catalogue for {missing}: run `make i18n-update`"
+
+
+@pytest.mark.parametrize("table, message", [
+    ('[[chapter]]\nnotebook = "course/01_one.ipynb"\nstatus = "ready"\nzh_CN = "done"\n',
+     r"must be \"ready\" or absent"),
+    ('[[assignment]]\nname = "hw9"\nstatus = "planned"\nzh_CN = "ready"\n', "on a assignment that is not ready itself"),
+])
+def test_a_wrong_zh_cn_field_is_a_clear_error(tmp_path, table, message):
+    from course_tools import i18n
+
+    path = tmp_path / "course.toml"
+    path.write_text(table, encoding="utf-8")
+    with pytest.raises(i18n.ManifestFieldError, match=message):
+        i18n.notebooks(path)
+
+
 def test_the_readme_chapter_table_is_generated_from_the_manifest():
     _, current, _ = readme_table.split((REPO / "README.md").read_text(encoding="utf-8"))
     assert current == readme_table.generated(MANIFEST), "run `python -m course_tools.readme_table --write`"

@@ -1,0 +1,242 @@
+"""The Chinese edition's machinery (course_tools.i18n, issue 24): catalogues extracted by cell id, merged with
+msgmerge semantics, Chinese notebooks that differ from the English only in markdown text, and a check that fails
+when it should."""
+
+import copy
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from course_tools import i18n
+from course_tools.release import REPO
+
+GLOSSARY = [i18n.Term(("tensor",), ("张量",)), i18n.Term(("GPU memory",), ("显存",)),
+            i18n.Term(("memory",), ("内存", "显存")), i18n.Term(("learning rate",), ("学习率",))]
+
+INTRO = "# Chapter 9 — Shapes\n\nA tensor has a shape. See https://pytorch.org/docs for `x.view(2, 3)`."
+ITEMS = "## 1. Two kinds\n\n- the first kind, 20 features\n- the second kind"
+CHINESE = {
+    "Chapter 9 — Shapes": "第 9 章 — 形状",
+    "A tensor has a shape. See https://pytorch.org/docs for `x.view(2, 3)`.":
+        "张量有形状。`x.view(2, 3)` 见 https://pytorch.org/docs 。",
+    "1. Two kinds": "1. 两种情况",
+    "the first kind, 20 features": "第一种，20 个特征",
+    "the second kind": "第二种",
+}
+
+
+def _notebook(tmp_path, intro=INTRO, items=ITEMS):
+    nb = new_notebook()
+    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    nb.cells = [new_markdown_cell(intro, id="intro"), new_code_cell("x = 1\nprint(x)", id="code-1",
+                                                                    metadata={"tags": ["keep"]}),
+                new_markdown_cell(items, id="items")]
+    (tmp_path / "course").mkdir(exist_ok=True)
+    nbformat.write(nb, tmp_path / "course" / "09_x.ipynb")
+    return "course/09_x.ipynb"
+
+
+def _translate(pofile, table=CHINESE):
+    for entry in pofile:
+        if entry.msgid in table:
+            entry.msgstr = table[entry.msgid]
+    return pofile
+
+
+@pytest.fixture
+def project(tmp_path):
+    notebook = _notebook(tmp_path)
+    catalogue = tmp_path / "locale" / "09_x.po"
+    i18n.update(notebook, root=tmp_path, catalogue=catalogue)
+    return tmp_path, notebook, catalogue
+
+
+def _check(project, ready=True):
+    root, notebook, catalogue = project
+    return i18n.check_notebook(notebook, ready, root=root, catalogue=catalogue, glossary=GLOSSARY).problems
+
+
+def _edit(catalogue, change):
+    pofile = i18n.load(catalogue)
+    change(pofile)
+    i18n.save(pofile, catalogue)
+
+
+def test_extraction_keys_markdown_paragraphs_by_cell_id_in_cell_order(project):
+    root, notebook, catalogue = project
+    text = catalogue.read_text(encoding="utf-8")
+    assert '"Language: zh_CN\\n"' in text and "charset=UTF-8" in text
+    pofile = i18n.load(catalogue)
+    assert [(e.msgctxt, e.msgid) for e in pofile] == [
+        ("intro", "Chapter 9 — Shapes"), ("intro", list(CHINESE)[1]),
+        ("items", "1. Two kinds"), ("items", "the first kind, 20 features"), ("items", "the second kind")]
+    assert all("x = 1" not in e.msgid for e in pofile), "code cells are never extracted"
+    assert pofile[3].comment == "section: ## 1. Two kinds"
+    assert not any(e.msgstr for e in pofile)
+
+
+def test_an_entry_without_words_is_filled_in_verbatim(tmp_path):
+    notebook = _notebook(tmp_path, items="| a | b |\n| --- | --- |\n| `mat1` | **20** |")
+    pofile = i18n.merge(None, i18n.template(notebook, tmp_path))
+    assert {e.msgid: e.msgstr for e in pofile if e.msgctxt == "items"} == {"a": "", "b": "", "`mat1`": "`mat1`",
+                                                                          "**20**": "**20**"}
+
+
+def test_update_keeps_old_chinese_as_fuzzy_after_an_english_edit_and_obsoletes_a_deleted_paragraph(project):
+    root, notebook, catalogue = project
+    _edit(catalogue, _translate)
+    _notebook(root, items="## 1. Two kinds\n\n- the first kind, 21 features")  # edited, and one item deleted
+    merged = i18n.update(notebook, root=root, catalogue=catalogue)
+    edited = merged.find("the first kind, 21 features", msgctxt="items")
+    assert edited.msgstr == "第一种，20 个特征" and "fuzzy" in edited.flags
+    assert edited.previous_msgid == "the first kind, 20 features"
+    assert merged.find("Chapter 9 — Shapes", msgctxt="intro").msgstr == "第 9 章 — 形状"
+    assert [(e.msgid, e.msgstr) for e in merged.obsolete_entries()] == [("the second kind", "第二种")]
+    text = catalogue.read_text(encoding="utf-8")
+    assert '#| msgid "the first kind, 20 features"' in text and '#~ msgid "the second kind"' in text
+    # the translator fixes the number and drops the flag: the obsolete entry still fails a ready catalogue
+    def review(pofile):
+        for entry in pofile.fuzzy_entries():
+            entry.msgstr, entry.previous_msgid = "第一种，21 个特征", None
+            entry.flags.remove("fuzzy")
+
+    _edit(catalogue, review)
+    assert _check((root, notebook, catalogue)) == ["1 obsolete entries (#~): delete them once their text is reused"]
+    # a second update changes nothing
+    before = catalogue.read_text(encoding="utf-8")
+    i18n.update(notebook, root=root, catalogue=catalogue)
+    assert catalogue.read_text(encoding="utf-8") == before
+
+
+def test_a_moved_paragraph_keeps_its_chinese_as_fuzzy_under_the_new_cell_id(project):
+    root, notebook, catalogue = project
+    _edit(catalogue, _translate)
+    nb = nbformat.read(root / notebook, as_version=4)
+    nb.cells[2].id = "items-renamed"
+    nbformat.write(nb, root / notebook)
+    merged = i18n.update(notebook, root=root, catalogue=catalogue)
+    moved = merged.find("the second kind", msgctxt="items-renamed")
+    assert moved.msgstr == "第二种" and "fuzzy" in moved.flags and moved.previous_msgctxt == "items"
+
+
+def test_a_complete_translation_passes_and_builds_a_notebook_that_differs_only_in_markdown(project):
+    root, notebook, catalogue = project
+    _edit(catalogue, _translate)
+    assert _check(project) == []
+    english = nbformat.read(root / notebook, as_version=4)
+    chinese = i18n.build_notebook(notebook, i18n.load(catalogue), root)
+    assert [c.id for c in chinese.cells] == [c.id for c in english.cells]
+    assert chinese.cells[1] == english.cells[1] and chinese.metadata == english.metadata
+    assert chinese.cells[0].source.startswith("# 第 9 章 — 形状\n\n张量有形状。")
+    assert "- 第一种，20 个特征" in chinese.cells[2].source
+    assert i18n.structure_problems(english, chinese) == []
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda po: setattr(po[4], "msgstr", ""), "1 untranslated entries"),
+    (lambda po: po[4].flags.append("fuzzy"), "fuzzy (the English changed"),
+    (lambda po: setattr(po[1], "msgstr", "张量有形状。`x.view(3, 2)` 见 https://pytorch.org/docs 。"),
+     "code spans differ from the English: missing ['x.view(2, 3)']"),
+    (lambda po: setattr(po[1], "msgstr", "张量有形状。`x.view(2, 3)` 见 https://pytorch.org/ 。"),
+     "URLs and link targets differ"),
+    (lambda po: setattr(po[3], "msgstr", "第一种，十个特征"), "numbers differ from the English: missing ['20']"),
+    (lambda po: setattr(po[1], "msgstr", "张量有形状。`x.view(2, 3)` 见 https://pytorch.org/docs $x$。"),
+     "math differ"),
+    (lambda po: setattr(po[1], "msgstr", "张量有形状。`x.view(2, 3)` 见 https://pytorch.org/docs 。[R1.2]"),
+     "requirement ids differ"),
+    (lambda po: setattr(po[1], "msgstr", "张力有形状。`x.view(2, 3)` 见 https://pytorch.org/docs 。"),
+     "glossary: 'tensor' is translated as '张量'"),
+])
+def test_a_ready_catalogue_fails_on(project, change, expected):
+    root, notebook, catalogue = project
+    _edit(catalogue, lambda po: (_translate(po), change(po)))
+    problems = _check(project)
+    assert any(expected in p for p in problems), problems
+
+
+def test_an_obsolete_entry_fails_a_ready_catalogue(project):
+    root, notebook, catalogue = project
+    _edit(catalogue, lambda po: (_translate(po), po.append(i18n.polib.POEntry(
+        msgctxt="gone", msgid="Old text", msgstr="旧文", obsolete=True))))
+    assert "1 obsolete entries" in " ".join(_check(project))
+
+
+def test_a_catalogue_behind_the_english_fails(project):
+    root, notebook, catalogue = project
+    _edit(catalogue, _translate)
+    _notebook(root, items=ITEMS + "\n- a third kind")
+    assert any("out of date with the English (1 new" in p for p in _check(project))
+
+
+def test_the_glossary_prefers_the_longer_term_and_ignores_code():
+    assert i18n.glossary_problems("Free GPU memory first.", "先释放显存。", GLOSSARY) == []
+    assert i18n.glossary_problems("Host memory.", "主机记忆。", GLOSSARY) == [
+        "glossary: 'memory' is translated as '内存/显存' (not found in the translation)"]
+    assert i18n.glossary_problems("Call `tensor.view`.", "调用 `tensor.view`。", GLOSSARY) == []
+    assert i18n.glossary_problems("Two tensors and a Learning Rate.", "两个张量和学习率。", GLOSSARY) == []
+    assert i18n.glossary_problems("A learning-rate finder.", "学习率查找器。", GLOSSARY) == []
+
+
+def test_the_course_glossary_parses_and_has_the_issues_terms():
+    terms = {e: t.chinese for t in i18n.load_glossary() for e in t.english}
+    for english, chinese in [("tensor", "张量"), ("gradient", "梯度"), ("backward pass", "反向传播"),
+                             ("GPU memory", "显存"), ("checkpoint", "检查点"), ("learning rate", "学习率"),
+                             ("batch", "批量"), ("loss", "损失"), ("optimizer", "优化器"), ("forward pass", "前向传播"),
+                             ("weight", "权重"), ("parameter", "参数"), ("dtype", "数据类型"), ("device", "设备"),
+                             ("mixed precision", "混合精度"), ("overfitting", "过拟合"), ("convergence", "收敛")]:
+        assert chinese in terms[english], english
+
+
+def test_structure_problems_catch_any_change_outside_markdown_text(project):
+    root, notebook, _ = project
+    english = nbformat.read(root / notebook, as_version=4)
+
+    def changed(edit):
+        chinese = copy.deepcopy(english)
+        edit(chinese)
+        return " ".join(i18n.structure_problems(english, chinese))
+
+    assert "code cell code-1: differs" in changed(lambda nb: setattr(nb.cells[1], "source", "x = 2"))
+    assert "code cell code-1: differs" in changed(lambda nb: nb.cells[1].metadata.update(tags=[]))
+    assert "code cell code-1: differs" in changed(lambda nb: nb.cells[1].outputs.append(
+        nbformat.v4.new_output("stream", text="1\n")))
+    assert "in id, type or order" in changed(lambda nb: nb.cells.reverse())
+    assert "in id, type or order" in changed(lambda nb: setattr(nb.cells[0], "id", "other"))
+    assert "2 cells instead of the English 3" in changed(lambda nb: nb.cells.pop())
+    assert "markdown cell intro: metadata" in changed(lambda nb: nb.cells[0].metadata.update(x=1))
+    assert "notebook metadata" in changed(lambda nb: nb.metadata.update(language_info={"name": "python"}))
+    assert "code blocks differ" in changed(lambda nb: setattr(nb.cells[2], "source", "```python\nx\n```"))
+    assert changed(lambda nb: setattr(nb.cells[0], "source", "# 第 9 章")) == ""
+
+
+@pytest.mark.parametrize("notebook", list(i18n.notebooks()))
+def test_every_course_notebook_translated_in_full_keeps_its_structure_and_every_paragraph(notebook):
+    """A stand-in translation of every entry: the Chinese notebook has the English cells, code and metadata, and
+    every translated paragraph appears in it (mdpo renders each cell again, so this is what could go wrong)."""
+    pofile = i18n.merge(None, i18n.template(notebook))
+    english = nbformat.read(REPO / notebook, as_version=4)
+    assert i18n.build_notebook(notebook, pofile) == english, "untranslated, the Chinese notebook is the English one"
+    for entry in pofile:
+        entry.msgstr = entry.msgstr or f"译文：{entry.msgid}"
+    chinese = i18n.build_notebook(notebook, pofile)
+    assert i18n.structure_problems(english, chinese) == []
+    text = " ".join(" ".join(c.source.split()) for c in chinese.cells if c.cell_type == "markdown")
+    missing = [e.msgid for e in pofile if e.msgstr.startswith("译文") and " ".join(e.msgstr.split()) not in text]
+    assert not missing
+
+
+@pytest.mark.parametrize("notebook", [n for n in i18n.notebooks() if n.startswith("exercises/")])
+def test_nbgrader_never_locks_or_grades_a_markdown_cell_of_the_homework(notebook):
+    """A translated markdown cell must not change a checksum: nbgrader would then refuse the Chinese submission."""
+    name = notebook.split("/")[1]
+    assert i18n.nbgrader_problems(notebook) == []
+    assert i18n.nbgrader_problems(f"autograder/source/{name}/{name}.ipynb") == []
+
+
+def test_the_course_check_passes_on_main_and_prints_each_notebooks_share(capsys):
+    assert i18n.main(["check"]) == 0
+    out = capsys.readouterr().out
+    for notebook in i18n.notebooks():
+        assert notebook in out
+    assert "translated (" in out and "notebooks ready in zh_CN" in out

@@ -26,6 +26,7 @@ def parts(device: str) -> dict[str, list[str]]:
     py = sys.executable
     return {
         "lint": [str(Path(py).with_name("ruff")), "check", "."],
+        "i18n-check": [py, "-m", "course_tools.i18n", "check"],
         "notebooks": [py, "-m", "course_tools.run_notebooks", "--device", device],
         "nbgrader-suite": [py, "-m", "course_tools.nbgrader_suite"],
         "distributed": [py, "-m", "pytest", "--durations=10", *DISTRIBUTED],

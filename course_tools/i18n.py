@@ -43,6 +43,11 @@ CATALOGUES = LOCALE / LANGUAGE
 GLOSSARY = CATALOGUES / "glossary.tsv"
 BUILD = REPO / "build" / LANGUAGE
 MANIFEST = REPO / "course.toml"
+# explain()'s texts: the gettext domain torchdoctor (torchdoctor/explain_i18n.py). Its Chinese is ready when the
+# cheat sheet's is (the cheat sheet is made of them).
+TORCHDOCTOR_PO = CATALOGUES / "LC_MESSAGES" / "torchdoctor.po"
+TORCHDOCTOR_NAME = "torchdoctor explain() (LC_MESSAGES/torchdoctor.po)"
+TORCHDOCTOR_READY_WITH = "course/cheatsheet.ipynb"
 READY = "ready"
 # Below this similarity an edited paragraph is treated as new rather than as a fuzzy match of the old one.
 FUZZY_CUTOFF = 0.6
@@ -249,6 +254,43 @@ def update(notebook: str, root: Path = REPO, catalogue: Path | None = None) -> p
     return merged
 
 
+def torchdoctor_template() -> polib.POFile:
+    """The untranslated catalogue of the gettext domain ``torchdoctor``: each catalog entry's title, cause, general
+    fix and (where it is one template) specific fix, with ``<entry id>/<field>`` as context, then the layouts of a
+    printed diagnosis."""
+    from torchdoctor.__main__ import NO_TEXT, NOT_FOUND
+    from torchdoctor.catalog import CATALOG
+    from torchdoctor.explain import MARKDOWN_LAYOUT, TEXT_LAYOUT
+    from torchdoctor.explain_i18n import LABELS, specific_template
+
+    pot = polib.POFile(wrapwidth=WRAPWIDTH, check_for_duplicates=False)
+    pot.metadata = dict(HEADER)
+    pot.header = ("Chinese (zh_CN) text of torchdoctor's explain(): the error catalog's titles, causes and fixes "
+                  "(msgctxt: <entry id>/<field>).\nWritten by `make i18n-update` from torchdoctor/catalog/; the "
+                  "patterns stay English. Keep {placeholders}, identifiers\nand numbers as they are.")
+    for entry in sorted(CATALOG, key=lambda e: (e.chapter, e.id)):
+        note = f"chapter {entry.chapter}; message: {entry.example}"
+        for name in ("title", "cause", "fix"):
+            pot.append(polib.POEntry(msgctxt=f"{entry.id}/{name}", msgid=getattr(entry, name), comment=note))
+        specific = specific_template(entry)
+        if specific is not None:
+            pot.append(polib.POEntry(msgctxt=f"{entry.id}/specific_fix", msgid=specific, flags=["python-brace-format"],
+                                     comment=f"{note}; the fix for this message, {{names}} filled in from it"))
+    for layout in (TEXT_LAYOUT, MARKDOWN_LAYOUT):
+        pot.append(polib.POEntry(msgctxt=LABELS, msgid=layout, flags=["python-brace-format"],
+                                 comment="how a diagnosis prints (as text, as Markdown in a notebook)"))
+    for message in (NO_TEXT, NOT_FOUND):
+        pot.append(polib.POEntry(msgctxt=LABELS, msgid=message, comment="python -m torchdoctor explain"))
+    return pot
+
+
+def update_torchdoctor(catalogue: Path = TORCHDOCTOR_PO) -> polib.POFile:
+    old = load(catalogue) if catalogue.is_file() else None
+    merged = merge(old, torchdoctor_template())
+    save(merged, catalogue)
+    return merged
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The Chinese notebook
 
@@ -346,6 +388,7 @@ _MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.DOTALL)
 _URL = re.compile(r"https?://[^\s)<>\]]+")
 _LINK_TARGET = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _REQUIREMENT = re.compile(r"\[R\d+\.\d+\]")
+_PLACEHOLDER = re.compile(r"\{[A-Za-z_]\w*\}")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 
 
@@ -365,9 +408,11 @@ def _verbatim(text: str) -> dict[str, list[str]]:
     rest = _LINK_TARGET.sub("]", _URL.sub(" ", rest))
     requirements = sorted(_REQUIREMENT.findall(rest))
     rest = _REQUIREMENT.sub(" ", rest)
+    placeholders = sorted(_PLACEHOLDER.findall(rest))
+    rest = _PLACEHOLDER.sub(" ", rest)
     numbers = sorted(n.replace(",", "") for n in _NUMBER.findall(rest))
     return {"code spans": spans, "math": math, "URLs and link targets": urls, "requirement ids": requirements,
-            "numbers": numbers}
+            "placeholders": placeholders, "numbers": numbers}
 
 
 def verbatim_problems(msgid: str, msgstr: str) -> list[str]:
@@ -441,21 +486,21 @@ class Report:
         return self.translated / self.total if self.total else 1.0
 
 
-def check_notebook(notebook: str, ready: bool, root: Path = REPO, catalogue: Path | None = None,
-                   glossary: list[Term] | None = None) -> Report:
-    report = Report(notebook, ready)
-    path = catalogue or catalogue_path(notebook)
+def check_catalogue(report: Report, path: Path, pot: polib.POFile, glossary: list[Term] | None = None,
+                    root: Path = REPO) -> polib.POFile | None:
+    """The checks every catalogue gets (header, in step with the English, each entry's state and text); fills in
+    ``report`` and returns the catalogue (None when there is none)."""
     if not path.is_file():
         report.problems.append(f"no catalogue {path.relative_to(root) if path.is_relative_to(root) else path}: "
                                "run `make i18n-update`")
-        return report
+        return None
     pofile = load(path)
     if pofile.metadata.get("Language") != LANGUAGE:
         report.problems.append(f"the catalogue's header says Language: {pofile.metadata.get('Language')!r}, "
                                f"not {LANGUAGE}")
     if "charset=UTF-8" not in pofile.metadata.get("Content-Type", ""):
         report.problems.append("the catalogue is not declared UTF-8 (Content-Type: text/plain; charset=UTF-8)")
-    expected = [(e.msgctxt, e.msgid) for e in template(notebook, root)]
+    expected = [(e.msgctxt, e.msgid) for e in pot]
     live = [e for e in pofile if not e.obsolete]
     present = [(e.msgctxt, e.msgid) for e in live]
     if present != expected:
@@ -466,7 +511,7 @@ def check_notebook(notebook: str, ready: bool, root: Path = REPO, catalogue: Pat
     glossary = load_glossary() if glossary is None else glossary
     report.total = len(live)
     for entry in live:
-        where = f"cell {entry.msgctxt}, '{entry.msgid[:60]}'"
+        where = f"{entry.msgctxt}: '{entry.msgid[:60]}'"
         if "fuzzy" in entry.flags:
             report.fuzzy += 1
             report.problems.append(f"{where}: fuzzy (the English changed; check the translation, drop the flag)")
@@ -483,9 +528,23 @@ def check_notebook(notebook: str, ready: bool, root: Path = REPO, catalogue: Pat
     obsolete = pofile.obsolete_entries()
     if obsolete:
         report.problems.append(f"{len(obsolete)} obsolete entries (#~): delete them once their text is reused")
-    english = nbformat.read(root / notebook, as_version=4)
-    report.problems += [f"Chinese notebook: {p}" for p in structure_problems(english,
-                                                                             build_notebook(notebook, pofile, root))]
+    return pofile
+
+
+def check_notebook(notebook: str, ready: bool, root: Path = REPO, catalogue: Path | None = None,
+                   glossary: list[Term] | None = None) -> Report:
+    report = Report(notebook, ready)
+    pofile = check_catalogue(report, catalogue or catalogue_path(notebook), template(notebook, root), glossary, root)
+    if pofile is not None:
+        english = nbformat.read(root / notebook, as_version=4)
+        chinese = build_notebook(notebook, pofile, root)
+        report.problems += [f"Chinese notebook: {p}" for p in structure_problems(english, chinese)]
+    return report
+
+
+def check_torchdoctor(ready: bool, catalogue: Path = None, glossary: list[Term] | None = None) -> Report:
+    report = Report(TORCHDOCTOR_NAME, ready)
+    check_catalogue(report, catalogue or TORCHDOCTOR_PO, torchdoctor_template(), glossary)
     return report
 
 
@@ -501,23 +560,45 @@ def nbgrader_problems(notebook: str, root: Path = REPO) -> list[str]:
 # Command line
 
 
+def _print(report: Report, extra: list[str] = ()) -> bool:
+    """Print one catalogue's line and its problems; True when it fails the check."""
+    problems = report.problems + list(extra)
+    # Whatever the state of the translation, the Chinese notebook must be the English one's twin.
+    always = ("Chinese notebook", "no catalogue", "the catalogue's header", "the catalogue is not", "markdown cell")
+    blocking = problems if report.ready else [p for p in problems if p.startswith(always)]
+    status = "ready" if report.ready else "in progress"
+    print(f"{report.notebook:52} {status:12} {report.translated:4}/{report.total:<4} translated "
+          f"({report.share:6.1%}), {report.fuzzy} fuzzy{'  FAILED' if blocking else ''}")
+    for problem in blocking:
+        print(f"    {problem}")
+    warnings = [p for p in problems if p not in blocking and "untranslated entries" not in p]
+    for problem in warnings[:20]:
+        print(f"    warning: {problem}")
+    if len(warnings) > 20:
+        print(f"    warning: ... and {len(warnings) - 20} more")
+    return bool(blocking)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["update", "build", "check"])
-    parser.add_argument("notebooks", nargs="*", help="notebook paths (default: every translated notebook)")
+    parser.add_argument("notebooks", nargs="*", help="notebook paths (default: every translated notebook, and "
+                        "explain()'s catalogue)")
     args = parser.parse_args(argv)
     every = notebooks()
     unknown = [n for n in args.notebooks if n not in every]
     if unknown:
         parser.error(f"not a translated notebook of course.toml: {unknown}; known: {sorted(every)}")
     chosen = {n: every[n] for n in (args.notebooks or every)}
+    with_torchdoctor = not args.notebooks
     if args.command == "update":
-        for notebook in chosen:
-            merged = update(notebook)
+        merged_files = [(catalogue_path(n), update(n)) for n in chosen]
+        if with_torchdoctor:
+            merged_files.append((TORCHDOCTOR_PO, update_torchdoctor()))
+        for path, merged in merged_files:
             live = len(merged) - len(merged.obsolete_entries())
-            print(f"{catalogue_path(notebook).relative_to(REPO)}: {live} entries, "
-                  f"{len(merged.translated_entries())} translated, {len(merged.fuzzy_entries())} fuzzy, "
-                  f"{len(merged.obsolete_entries())} obsolete")
+            print(f"{path.relative_to(REPO)}: {live} entries, {len(merged.translated_entries())} translated, "
+                  f"{len(merged.fuzzy_entries())} fuzzy, {len(merged.obsolete_entries())} obsolete")
         return 0
     if args.command == "build":
         for notebook in chosen:
@@ -527,26 +608,10 @@ def main(argv: list[str] | None = None) -> int:
     glossary = load_glossary()
     for notebook, ready in chosen.items():
         report = check_notebook(notebook, ready, glossary=glossary)
-        problems = report.problems + (nbgrader_problems(notebook) if notebook.startswith("exercises/") else [])
-        blocking = problems if ready else [p for p in problems if p.startswith(("Chinese notebook", "no catalogue",
-                                                                                "the catalogue's header",
-                                                                                "the catalogue is not",
-                                                                                "markdown cell"))]
-        status = "ready" if ready else "in progress"
-        print(f"{notebook:52} {status:12} {report.translated:4}/{report.total:<4} translated "
-              f"({report.share:6.1%}), {report.fuzzy} fuzzy{'  FAILED' if blocking else ''}")
-        for problem in (problems if ready else blocking):
-            print(f"    {problem}")
-        if not ready:
-            warnings = [p for p in problems if p not in blocking and "untranslated entries" not in p]
-            for problem in warnings[:20]:
-                print(f"    warning: {problem}")
-            if len(warnings) > 20:
-                print(f"    warning: ... and {len(warnings) - 20} more")
-        failed += bool(blocking)
-    total = sum(1 for _ in chosen)
-    ready_count = sum(chosen.values())
-    print(f"{ready_count} of {total} notebooks ready in {LANGUAGE}; "
+        failed += _print(report, nbgrader_problems(notebook) if notebook.startswith("exercises/") else [])
+    if with_torchdoctor:
+        failed += _print(check_torchdoctor(every.get(TORCHDOCTOR_READY_WITH, False), glossary=glossary))
+    print(f"{sum(chosen.values())} of {len(chosen)} notebooks ready in {LANGUAGE}; "
           + ("all checks passed" if not failed else f"{failed} failed"))
     return 1 if failed else 0
 

@@ -240,3 +240,81 @@ def test_the_course_check_passes_on_main_and_prints_each_notebooks_share(capsys)
     for notebook in i18n.notebooks():
         assert notebook in out
     assert "translated (" in out and "notebooks ready in zh_CN" in out
+
+
+# --- explain() in Chinese: the gettext domain torchdoctor ---------------------------------------------------------
+
+MAT1 = "mat1 and mat2 shapes cannot be multiplied (32x128 and 784x10)"
+FAKE = {
+    "mat1-mat2-shapes/title": "全连接层的输入大小不匹配",
+    "mat1-mat2-shapes/specific_fix": "该层是 nn.Linear({expected}, {out})，输入是 {rows} 行、每行 {got} 个特征。",
+}
+ZH_LAYOUT = "torchdoctor：{title} [{id}]\n  原因：{cause}\n  解决：{fix}\n  更多：第 '{chapter}' 章（{chapter_title}）"
+
+
+@pytest.fixture
+def chinese_explain(tmp_path, monkeypatch):
+    """A locale folder whose torchdoctor.po translates one entry (its cause only fuzzily) and the printed layout,
+    chosen by TORCHDOCTOR_LANG=zh_CN."""
+    from torchdoctor.explain import TEXT_LAYOUT
+
+    pofile = i18n.merge(None, i18n.torchdoctor_template())
+    for entry in pofile:
+        if entry.msgctxt in FAKE:
+            entry.msgstr = FAKE[entry.msgctxt]
+        elif entry.msgctxt == "diagnosis" and entry.msgid == TEXT_LAYOUT:
+            entry.msgstr = ZH_LAYOUT
+        elif entry.msgctxt == "mat1-mat2-shapes/cause":
+            entry.msgstr, entry.flags = "一个未经审校的译文", ["fuzzy"]  # never shown
+    path = tmp_path / "zh_CN" / "LC_MESSAGES" / "torchdoctor.po"
+    i18n.save(pofile, path)
+    monkeypatch.setenv("TORCHDOCTOR_LOCALEDIR", str(tmp_path))
+    monkeypatch.setenv("TORCHDOCTOR_LANG", "zh_CN")
+    return tmp_path
+
+
+def test_explain_speaks_chinese_with_torchdoctor_lang(chinese_explain):
+    from torchdoctor.catalog import get_entry
+    from torchdoctor.explain import explain
+
+    diagnosis = explain(MAT1)
+    assert diagnosis.id == "mat1-mat2-shapes"  # matched by the English pattern
+    assert diagnosis.title == "全连接层的输入大小不匹配"
+    assert diagnosis.fix == "该层是 nn.Linear(784, 10)，输入是 32 行、每行 128 个特征。"
+    assert diagnosis.cause == get_entry("mat1-mat2-shapes").cause, "a fuzzy translation is never shown"
+    assert str(diagnosis).startswith("torchdoctor：全连接层的输入大小不匹配 [mat1-mat2-shapes]\n  原因：")
+    other = explain("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!")
+    assert other.title == get_entry(other.id).title, "an untranslated entry stays English"
+
+
+def test_explain_stays_english_without_a_language(chinese_explain, monkeypatch):
+    from torchdoctor.catalog import get_entry
+    from torchdoctor.explain import explain
+
+    monkeypatch.setenv("TORCHDOCTOR_LANG", "en")
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    english = explain(MAT1)
+    assert english.title == get_entry("mat1-mat2-shapes").title and str(english).startswith("torchdoctor: Linear")
+    monkeypatch.delenv("TORCHDOCTOR_LANG")
+    assert explain(MAT1).title == "全连接层的输入大小不匹配", "the locale chooses Chinese too"
+    for var in ("LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    assert explain(MAT1) == english
+
+
+def test_python_m_torchdoctor_explain_honours_torchdoctor_lang(chinese_explain):
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "torchdoctor", "explain", MAT1], capture_output=True, text=True,
+                         env=os.environ, cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "全连接层的输入大小不匹配" in out.stdout and "nn.Linear(784, 10)" in out.stdout
+
+
+def test_the_torchdoctor_catalogue_is_in_step_with_the_error_catalog():
+    report = i18n.check_torchdoctor(ready=False)
+    assert not [p for p in report.problems if "out of date" in p or "no catalogue" in p], report.problems[:3]
+    assert report.total > 3 * 80  # title, cause and fix of every entry

@@ -10,6 +10,11 @@ import argparse
 import sys
 
 from torchdoctor.explain import explain
+from torchdoctor.explain_i18n import layout
+
+# The command's own messages, translated like explain()'s (TORCHDOCTOR_LANG; torchdoctor/explain_i18n.py).
+NO_TEXT = "torchdoctor: no error text given; pass a message or pipe a traceback into stdin"
+NOT_FOUND = "torchdoctor: this error is not in the catalog (see course/cheatsheet.ipynb for the known ones)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,11 +26,11 @@ def main(argv: list[str] | None = None) -> int:
 
     text = " ".join(args.message) if args.message else sys.stdin.read()
     if not text.strip():
-        print("torchdoctor: no error text given; pass a message or pipe a traceback into stdin", file=sys.stderr)
+        print(layout(NO_TEXT), file=sys.stderr)
         return 2
     diagnosis = explain(text)
     if diagnosis is None:
-        print("torchdoctor: this error is not in the catalog (see course/cheatsheet.ipynb for the known ones)")
+        print(layout(NOT_FOUND))
         return 1
     print(diagnosis)
     return 0

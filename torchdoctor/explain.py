@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from torchdoctor.catalog import CATALOG, ErrorEntry, chapter_title
+from torchdoctor.explain_i18n import layout, translate
 
 __all__ = ["Diagnosis", "explain", "parse_error_text"]
 
@@ -41,19 +42,21 @@ class Diagnosis:
         return chapter_title(self.chapter)
 
     def __str__(self) -> str:
-        return (
-            f"torchdoctor: {self.title} [{self.id}]\n"
-            f"  cause: {self.cause}\n"
-            f"  fix:   {self.fix}\n"
-            f"  more:  chapter '{self.chapter}' ({self.chapter_title})"
-        )
+        return layout(TEXT_LAYOUT, **self._fields())
 
     def _repr_markdown_(self) -> str:
-        return (
-            f"**torchdoctor: {self.title}** (`{self.id}`)\n\n"
-            f"- **Cause:** {self.cause}\n- **Fix:** {self.fix}\n"
-            f"- **More:** chapter `{self.chapter}` — {self.chapter_title}\n"
-        )
+        return layout(MARKDOWN_LAYOUT, **self._fields())
+
+    def _fields(self) -> dict[str, str]:
+        return {"title": self.title, "id": self.id, "cause": self.cause, "fix": self.fix, "chapter": self.chapter,
+                "chapter_title": self.chapter_title}
+
+
+# How a diagnosis prints; translated as a whole (torchdoctor/explain_i18n.py), like the catalog's texts.
+TEXT_LAYOUT = ("torchdoctor: {title} [{id}]\n  cause: {cause}\n  fix:   {fix}\n"
+               "  more:  chapter '{chapter}' ({chapter_title})")
+MARKDOWN_LAYOUT = ("**torchdoctor: {title}** (`{id}`)\n\n- **Cause:** {cause}\n- **Fix:** {fix}\n"
+                   "- **More:** chapter `{chapter}` — {chapter_title}\n")
 
 
 def parse_error_text(text: str) -> list[tuple[str | None, str]]:
@@ -98,12 +101,13 @@ def _match(
         m = entry.regex.search(message)
         if m:
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
+            title, cause, fix = translate(entry, m.groupdict())  # English unless TORCHDOCTOR_LANG asks otherwise
             return Diagnosis(
                 id=entry.id,
                 chapter=entry.chapter,
-                title=entry.title,
-                cause=entry.cause,
-                fix=entry.fix_for(m.groupdict()),
+                title=title,
+                cause=cause,
+                fix=fix,
                 exception_type=type_names[0] if type_names else None,
                 message=message,
                 details=groups,

@@ -1,0 +1,127 @@
+"""explain() in another language through gettext (issue 24: the course in Chinese).
+
+The catalog's titles, causes and fixes are looked up in the gettext domain ``torchdoctor``,
+``locale/<language>/LC_MESSAGES/torchdoctor.po`` of the course repository (written by ``make i18n-update``), with
+the entry's id and field as context (``mat1-mat2-shapes/cause``). A fix that uses the numbers of the message is
+translated as a template (``... nn.Linear({expected}, {out}) ...``) and filled in with them; where the entry's fix
+cannot be written as one template, the translated general fix is given instead. Anything without a translation
+stays English, and the patterns that recognise a message always do: PyTorch prints English.
+
+The language: ``TORCHDOCTOR_LANG`` (``zh_CN``; ``en`` forces English), else the locale (``LANGUAGE``, ``LC_ALL``,
+``LC_MESSAGES``, ``LANG``, as gettext reads them). ``TORCHDOCTOR_LOCALEDIR`` points at another locale folder.
+
+The .po is compiled in memory with polib when first needed (and again when it changes), so no binary .mo is
+committed or can go stale; a ``torchdoctor.mo`` beside it is used where polib is not installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import gettext
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+DOMAIN = "torchdoctor"
+ENV_LANG = "TORCHDOCTOR_LANG"
+ENV_LOCALEDIR = "TORCHDOCTOR_LOCALEDIR"
+LABELS = "diagnosis"  # the context of the labels of a printed diagnosis ("cause", "fix", ...)
+FIELDS = ("title", "cause", "fix", "specific_fix")
+
+
+def language() -> str | None:
+    """The language explain() speaks, normalised (``zh_CN``); None for English."""
+    value = os.environ.get(ENV_LANG)
+    if value is None:
+        for var in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+            if os.environ.get(var):
+                value = os.environ[var].split(":")[0]
+                break
+    value = (value or "").split(".")[0].split("@")[0].replace("-", "_").strip()
+    if not value or value in ("C", "POSIX") or value.lower().startswith("en"):
+        return None
+    return value
+
+
+def localedir() -> Path:
+    return Path(os.environ.get(ENV_LOCALEDIR) or Path(__file__).resolve().parent.parent / "locale")
+
+
+def catalogue(lang: str, folder: Path | None = None) -> Path:
+    return (folder or localedir()) / lang / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+@functools.lru_cache(maxsize=8)
+def _load(po: Path, stamp: float | None) -> gettext.NullTranslations:
+    if stamp is not None:
+        try:
+            import polib
+        except ImportError:
+            pass
+        else:
+            return gettext.GNUTranslations(io.BytesIO(polib.pofile(str(po), encoding="utf-8").to_binary()))
+    with_mo = po.with_suffix(".mo")
+    if with_mo.is_file():
+        with open(with_mo, "rb") as f:
+            return gettext.GNUTranslations(f)
+    return gettext.NullTranslations()
+
+
+def translations() -> gettext.NullTranslations:
+    lang = language()
+    if lang is None:
+        return gettext.NullTranslations()
+    for candidate in dict.fromkeys((lang, lang.split("_")[0])):
+        po = catalogue(candidate)
+        if po.is_file() or po.with_suffix(".mo").is_file():
+            return _load(po, po.stat().st_mtime if po.is_file() else None)
+    return gettext.NullTranslations()
+
+
+def layout(template: str, **values: str) -> str:
+    """A printed diagnosis: its layout (``torchdoctor: {title} [{id}]\\n  cause: {cause} ...``) in the current
+    language, filled in; the English layout where the translation does not fit the values."""
+    translated = translations().pgettext(LABELS, template)
+    try:
+        return translated.format(**values)
+    except (KeyError, IndexError, ValueError):
+        return template.format(**values)
+
+
+def specific_template(entry, groups: Mapping[str, str] | None = None) -> str | None:
+    """The entry's specific fix with ``{name}`` for each group of its pattern, or None where the fix is not one
+    template (it computes with the numbers, or picks its words by them: then it differs from the real text)."""
+    if entry.specific_fix is None:
+        return None
+    placeholders = {name: "{" + name + "}" for name in entry.regex.groupindex}
+    try:
+        template = entry.specific_fix(placeholders)
+        if groups is not None and template.format(**groups) != entry.specific_fix(groups):
+            return None
+    except Exception:  # a fix that does arithmetic on a group cannot take a placeholder
+        return None
+    return template
+
+
+def translate(entry, groups: Mapping[str, str | None]) -> tuple[str, str, str]:
+    """(title, cause, fix) of a catalog entry for a message whose pattern groups are ``groups``."""
+    english_fix = entry.fix_for(groups)
+    t = translations()
+    if type(t) is gettext.NullTranslations:
+        return entry.title, entry.cause, english_fix
+    title = t.pgettext(f"{entry.id}/title", entry.title)
+    cause = t.pgettext(f"{entry.id}/cause", entry.cause)
+    fix = t.pgettext(f"{entry.id}/fix", entry.fix)
+    if english_fix != entry.fix:  # the specific fix applied
+        complete = {k: v for k, v in groups.items() if v is not None}
+        template = specific_template(entry, complete)
+        translated = t.pgettext(f"{entry.id}/specific_fix", template) if template is not None else None
+        if translated is not None and translated != template:
+            try:
+                fix = translated.format(**complete)
+            except (KeyError, IndexError, ValueError):
+                fix = english_fix if fix == entry.fix else fix
+        elif fix == entry.fix:
+            fix = english_fix  # no Chinese for either: the English specific fix, as without a language
+    return title, cause, fix

@@ -1,37 +1,73 @@
 """Everything CI checks (``make test``): lint, the notebooks, nbgrader's own test suite through the course's grading
-settings (``course_tools.nbgrader_suite``) and pytest, run side by side, with a time per part.
+settings (``course_tools.nbgrader_suite``), the grading corpora, distributed grading and the rest of pytest, run side
+by side, with the wall time and the CPU time of each part and the slowest tests of each part.
 
 Each part's output is kept in build/test-logs/<part>.log and printed whole when the part ends; pytest's comes
-last, so the run ends with its summary line. The exit status is non-zero when any part failed.
+last, so the run ends with the summary: time per part, the slowest tests of each part (their ``--durations``
+sections), then pytest's own summary line. The exit status is non-zero when any part failed.
+
+The parts start longest first: in the order of the wall times the last run recorded in build/test-logs/times.json,
+else in ``parts``' order (the longest measured on the 2-core machine first). The machine has 2 cores, so the total CPU
+work bounds the run as much as the longest part: a part's CPU time is user + system time of the part and of every
+process it waited for (``os.wait4``). Processes nobody waits for are not in it: the kernels a grading zygote forks
+(it ignores SIGCHLD, so the system reaps them), and daemons (PostgreSQL, Slurm).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
 import subprocess
 import sys
 import time
+import typing as t
 from pathlib import Path
 
 from course_tools.release import REPO
 
 LOGS = REPO / "build" / "test-logs"
-
+TIMES = LOGS / "times.json"
 
 # Distributed grading (a private PostgreSQL, a Dask cluster, a one-node Slurm): slow, a part of its own.
 DISTRIBUTED = ["tests/test_grading_distributed.py", "tests/test_grading_slurm.py"]
+# Every submission of every assignment's corpus graded: the longest part, started first.
+CORPUS = ["tests/test_grading_corpus.py"]
+LAST = "pytest"  # printed last: the run ends with its summary line
 
 
 def parts(device: str) -> dict[str, list[str]]:
+    """Each part's command, longest first (as measured in make test on the 2-core machine)."""
     py = sys.executable
     return {
-        "lint": [str(Path(py).with_name("ruff")), "check", "."],
-        "i18n-check": [py, "-m", "course_tools.i18n", "check"],
+        "grading-corpus": [py, "-m", "pytest", "--durations=15", *CORPUS],
+        "nbgrader-suite": [py, "-m", "course_tools.nbgrader_suite", "--durations=15"],
+        "distributed": [py, "-m", "pytest", "--durations=15", *DISTRIBUTED],
+        "pytest": [py, "-m", "pytest", "--durations=15", *(f"--ignore={path}" for path in [*DISTRIBUTED, *CORPUS])],
         "notebooks": [py, "-m", "course_tools.run_notebooks", "--device", device],
-        "nbgrader-suite": [py, "-m", "course_tools.nbgrader_suite"],
-        "distributed": [py, "-m", "pytest", "--durations=10", *DISTRIBUTED],
-        "pytest": [py, "-m", "pytest", "--durations=15", *(f"--ignore={path}" for path in DISTRIBUTED)],
+        "lint": [str(Path(py).with_name("ruff")), "check", "."],
     }
+
+
+def start_order(names: list[str]) -> list[str]:
+    """Longest first by the last run's wall times where recorded; parts it did not time keep their place first."""
+    try:
+        last = json.loads(TIMES.read_text())
+    except (OSError, ValueError):
+        return names
+    return sorted(names, key=lambda n: -float(last.get(n, {}).get("wall", float("inf"))))
+
+
+def slowest(log: str) -> list[str]:
+    """The ``--durations`` lines of a pytest log (``12.34s call  test...``); nothing for other logs."""
+    head = re.search(r"=+ slowest (?:\d+ )?durations =+\n", log)
+    lines: list[str] = []
+    for line in log[head.end():].splitlines() if head else []:
+        if not re.match(r"\d+\.\d+s ", line):
+            break
+        lines.append(line)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,34 +75,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
     LOGS.mkdir(parents=True, exist_ok=True)
+    commands = parts(args.device)
+    order = start_order(list(commands))
     started = time.monotonic()
-    running = {}
-    for name, command in parts(args.device).items():
-        log = open(LOGS / f"{name}.log", "w")  # closed when the part ends
-        running[name] = (subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT), log, started)
-        print(f"started {name}: {' '.join(command)}", flush=True)
-    results = {}
-    order = list(parts(args.device))
-    while running:
-        for name in [n for n in order if n in running]:
-            proc, log, t0 = running[name]
-            if proc.poll() is None:
-                continue
-            log.close()
-            results[name] = (proc.returncode, time.monotonic() - t0)
-            del running[name]
-            if name != "pytest":
-                print(f"\n===== {name} (exit {proc.returncode}, {results[name][1]:.0f} s) =====", flush=True)
-                print((LOGS / f"{name}.log").read_text(), flush=True)
-        time.sleep(1)
-    print("\n===== time per part (run side by side) =====")
+    running: dict[int, tuple[str, subprocess.Popen, t.IO]] = {}
     for name in order:
-        code, seconds = results[name]
-        print(f"{name:14} {seconds:7.0f} s  {'ok' if code == 0 else f'FAILED (exit {code})'}")
-    print(f"{'total':14} {time.monotonic() - started:7.0f} s\n", flush=True)
-    print(f"===== pytest (exit {results['pytest'][0]}) =====", flush=True)
-    print((LOGS / "pytest.log").read_text(), flush=True)
-    return 0 if all(code == 0 for code, _ in results.values()) else 1
+        log = open(LOGS / f"{name}.log", "w")  # closed when the part ends
+        proc = subprocess.Popen(commands[name], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        running[proc.pid] = (name, proc, log)
+        print(f"started {name}: {' '.join(commands[name])}", flush=True)
+    results: dict[str, dict[str, float]] = {}
+    while running:
+        pid, status, usage = os.wait4(-1, 0)  # any child: the parts are this process's only children
+        if pid not in running:
+            continue
+        name, proc, log = running.pop(pid)
+        log.close()
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, with its rusage: Popen must not wait
+        results[name] = {"code": proc.returncode, "wall": time.monotonic() - started,
+                         "cpu": usage.ru_utime + usage.ru_stime}
+        if name != LAST:
+            r = results[name]
+            print(f"\n===== {name} (exit {r['code']}, {r['wall']:.0f} s, CPU {r['cpu']:.0f} s) =====", flush=True)
+            print((LOGS / f"{name}.log").read_text(), flush=True)
+    total = time.monotonic() - started
+    TIMES.write_text(json.dumps(results, indent=1) + "\n")
+    print("\n===== time per part (run side by side; CPU: user+sys of the part and the processes it waited for) =====")
+    for name in order:
+        r = results[name]
+        state = "ok" if r["code"] == 0 else f"FAILED (exit {r['code']:.0f})"
+        print(f"{name:15} {r['wall']:7.0f} s wall {r['cpu']:7.0f} s CPU  {state}")
+    cpu = sum(r["cpu"] for r in results.values())
+    print(f"{'total':15} {total:7.0f} s wall {cpu:7.0f} s CPU (the machine has {os.cpu_count()} cores)\n", flush=True)
+    print("===== slowest tests of each part =====")
+    for name in order:
+        lines = slowest((LOGS / f"{name}.log").read_text(errors="replace"))
+        if lines:
+            print(f"--- {name}")
+            print("\n".join(lines[:10]))
+    print(f"\n===== {LAST} (exit {results[LAST]['code']:.0f}) =====", flush=True)
+    print((LOGS / f"{LAST}.log").read_text(), flush=True)
+    return 0 if all(r["code"] == 0 for r in results.values()) else 1
 
 
 if __name__ == "__main__":

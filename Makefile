@@ -22,7 +22,7 @@ FORCE_ERROR = $(error FORCE=$(FORCE) is neither 1 (redo) nor 0 (don't))
 export PATH := $(BIN):$(PATH)
 
 .PHONY: setup lab lab-instructor browser test lint test-notebooks test-notebooks-matrix site release autograde feedback clean \
-	i18n-update i18n-build i18n-check
+	i18n-update i18n-build i18n-check i18n-test-notebooks
 
 setup: $(STAMP)
 
@@ -39,8 +39,22 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 # Two views of the same course, each a Jupyter configuration folder in views/ put first on JUPYTER_CONFIG_PATH (it
 # wins over ~/.jupyter, which is left unchanged): the student's (Validate button and assignment list; no Formgrader,
 # no Create Assignment, no news prompt) and the instructor's (adds the Formgrader and Create Assignment).
-lab: setup
-	JUPYTER_CONFIG_PATH=$(CURDIR)/views/student $(BIN)/jupyter lab --notebook-dir=$(CURDIR) $(LAB_ARGS)
+# `make lab LANG=zh_CN`: the Chinese chapters and homework (build/zh_CN/, written by `make i18n-build` first) in the
+# student's view, and torchdoctor's explain() in Chinese. LANG is also the locale variable: one given on make's
+# command line is taken here as the course's language (COURSE_LANG) and replaced by C.UTF-8 before anything runs, so
+# `zh_CN` never becomes the locale of Python or Jupyter. COURSE_LANG=zh_CN does the same without touching LANG.
+COURSE_LANGUAGES := en zh_CN
+ifeq ($(origin LANG),command line)
+COURSE_LANG := $(patsubst en_%,en,$(firstword $(subst ., ,$(subst -,_,$(LANG)))))
+override LANG := C.UTF-8
+endif
+COURSE_LANG ?= en
+LAB_CHINESE = $(filter-out en,$(COURSE_LANG))
+LAB_CHECK = $(if $(filter $(COURSE_LANG),$(COURSE_LANGUAGES)),,$(error LANG=$(COURSE_LANG) is not one of the course's \
+	languages: $(COURSE_LANGUAGES)))
+lab: setup $(if $(filter-out en,$(COURSE_LANG)),i18n-build)
+	$(LAB_CHECK)$(if $(LAB_CHINESE),TORCHDOCTOR_LANG=$(COURSE_LANG) )JUPYTER_CONFIG_PATH=$(CURDIR)/views/student \
+		$(BIN)/jupyter lab --notebook-dir=$(CURDIR)$(if $(LAB_CHINESE),/build/$(COURSE_LANG)) $(LAB_ARGS)
 
 lab-instructor: setup
 	JUPYTER_CONFIG_PATH=$(CURDIR)/views/instructor $(BIN)/jupyter lab --notebook-dir=$(CURDIR) $(LAB_ARGS)
@@ -114,10 +128,14 @@ i18n-update: setup
 	$(BIN)/python -m course_tools.i18n update $(NOTEBOOKS)
 
 i18n-build: setup
-	$(BIN)/python -m course_tools.i18n build $(NOTEBOOKS)
+	$(BIN)/python -m course_tools.i18n build $(if $(filter lab,$(MAKECMDGOALS)),,$(NOTEBOOKS))
 
 i18n-check: setup
 	$(BIN)/python -m course_tools.i18n check $(NOTEBOOKS)
+
+# The Chinese notebooks through the notebook runner's checks (as `make test-notebooks`; not part of `make test`).
+i18n-test-notebooks: i18n-build
+	$(BIN)/python -m course_tools.i18n run --device $(DEVICE) $(NOTEBOOKS)
 
 clean:
 	rm -rf build

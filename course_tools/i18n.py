@@ -4,6 +4,7 @@ built from them, and the checks that keep both in step with the English.
     python -m course_tools.i18n update   # extract the English text, merge it into locale/zh_CN/<path>.po
     python -m course_tools.i18n build    # write build/zh_CN/<path>.ipynb from the English notebook + catalogue
     python -m course_tools.i18n check    # what `make i18n-check` runs (part of `make test`)
+    python -m course_tools.i18n run      # the built Chinese notebooks through the notebook runner's checks
 
 One catalogue per notebook, ``locale/zh_CN/<notebook path without .ipynb>.po``, for every chapter and reference
 notebook of course.toml and every assignment's student notebook (exercises/<a>/<a>.ipynb). Markdown cells only:
@@ -344,6 +345,34 @@ def build(notebook: str, root: Path = REPO, out: Path | None = None) -> Path:
     return path
 
 
+def run(chosen: list[str], device: str = "cpu", seed: int = 0, full: bool = False, jobs: int = 1,
+        out: Path = REPO / "build" / "notebooks") -> int:
+    """The Chinese notebooks (build them first) through the notebook runner with the English ones' checks: every
+    declared error raised, every check-yourself cell working; a homework starter may fail only where the student has
+    work to do. Executed copies go to build/notebooks/build/zh_CN/<path>."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from course_tools.run_notebooks import print_table, resolve_device, run_one
+
+    missing = [n for n in chosen if not built_path(n).is_file()]
+    if missing:
+        print(f"No Chinese notebook for {missing}: run `make i18n-build`", file=sys.stderr)
+        return 2
+    device = resolve_device(device)
+    parameters = {"DEVICE": device, "FAST": not full, "SEED": seed}
+    with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(chosen)))) as pool:
+        futures = [pool.submit(run_one, built_path(n), parameters, out.resolve(), n.startswith("exercises/"))
+                   for n in chosen]
+        results = [f.result() for f in futures]
+    for r in results:
+        for problem in r.problems:
+            print(f"FAIL {r.path}: {problem}")
+    print_table(results, device)
+    failed = [r for r in results if r.problems]
+    print(f"\n{len(results) - len(failed)} of {len(results)} Chinese notebooks passed their checks.")
+    return 1 if failed else 0
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Checks
 
@@ -581,9 +610,13 @@ def _print(report: Report, extra: list[str] = ()) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["update", "build", "check"])
+    parser.add_argument("command", choices=["update", "build", "check", "run"])
     parser.add_argument("notebooks", nargs="*", help="notebook paths (default: every translated notebook, and "
                         "explain()'s catalogue)")
+    parser.add_argument("--device", default="cpu", help="run: auto, cpu, cuda or mps (default cpu)")
+    parser.add_argument("--seed", type=int, default=0, help="run: SEED (default 0)")
+    parser.add_argument("--full", action="store_true", help="run: FAST=False")
+    parser.add_argument("--jobs", type=int, default=1, help="run: notebooks at once (default 1)")
     args = parser.parse_args(argv)
     every = notebooks()
     unknown = [n for n in args.notebooks if n not in every]
@@ -604,6 +637,8 @@ def main(argv: list[str] | None = None) -> int:
         for notebook in chosen:
             print(f"{build(notebook).relative_to(REPO)}")
         return 0
+    if args.command == "run":
+        return run(list(chosen), args.device, args.seed, args.full, args.jobs)
     failed = 0
     glossary = load_glossary()
     for notebook, ready in chosen.items():

@@ -318,3 +318,20 @@ def test_the_torchdoctor_catalogue_is_in_step_with_the_error_catalog():
     report = i18n.check_torchdoctor(ready=False)
     assert not [p for p in report.problems if "out of date" in p or "no catalogue" in p], report.problems[:3]
     assert report.total > 3 * 80  # title, cause and fix of every entry
+
+
+def test_a_translated_homework_starter_passes_the_notebook_runners_checks(tmp_path):
+    """The runner's checks on a Chinese notebook (every markdown paragraph replaced): a starter fails only where
+    the student has work to do, exactly as the English one."""
+    from course_tools.run_notebooks import run_one
+
+    notebook = "exercises/hw1_dimensions/hw1_dimensions.ipynb"
+    pofile = i18n.merge(None, i18n.template(notebook))
+    for entry in pofile:
+        entry.msgstr = entry.msgstr or f"译文：{entry.msgid}"
+    chinese = i18n.build_notebook(notebook, pofile)
+    assert any("译文" in c.source for c in chinese.cells if c.cell_type == "markdown")
+    path = tmp_path / "hw1_dimensions.ipynb"
+    nbformat.write(chinese, path)
+    result = run_one(path, {"DEVICE": "cpu", "FAST": True, "SEED": 0}, build=tmp_path / "run", starter=True)
+    assert result.problems == []

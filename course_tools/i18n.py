@@ -210,7 +210,7 @@ def merge(old: polib.POFile | None, pot: polib.POFile) -> polib.POFile:
 def _needs_translation(msgid: str) -> bool:
     """False for an entry with no words outside its code spans, math, URLs and requirement ids (a table cell `4` or
     `mat1`): its Chinese is its English, filled in by the merge."""
-    prose = _REQUIREMENT.sub(" ", _URL.sub(" ", _MATH.sub(" ", _CODE_SPAN.sub(" ", msgid))))
+    prose = _PLACEHOLDER.sub(" ", _REQUIREMENT.sub(" ", _URL.sub(" ", _MATH.sub(" ", _CODE_SPAN.sub(" ", msgid)))))
     return bool(re.search(r"[^\W\d_]", prose))
 
 
@@ -418,7 +418,9 @@ _URL = re.compile(r"https?://[^\s)<>\]]+")
 _LINK_TARGET = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _REQUIREMENT = re.compile(r"\[R\d+\.\d+\]")
 _PLACEHOLDER = re.compile(r"\{[A-Za-z_]\w*\}")
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+# A number not glued to an ASCII word (the 32 of 10x32 is part of a token): Chinese text puts digits right after a
+# character (第2章), so only ASCII counts as glue.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:[.,]\d+)*")
 
 
 def _html_tags(markdown: str) -> list[str]:

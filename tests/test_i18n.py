@@ -169,6 +169,14 @@ def test_a_catalogue_behind_the_english_fails(project):
     assert any("out of date with the English (1 new" in p for p in _check(project))
 
 
+def test_numbers_and_code_are_compared_as_tokens_whatever_the_chinese_around_them():
+    assert i18n.verbatim_problems("See chapter 2: (4x20 and 10x32), 1,000 steps.",
+                                  "见第2章：(4x20 and 10x32)，1000 步。") == []
+    assert i18n.verbatim_problems("the 3rd of `x[0]`", "`x[0]` 的第 3 个") == []
+    assert i18n.verbatim_problems("lr 0.1", "学习率 0.01") == ["numbers differ from the English: missing ['0.1']; "
+                                                             "not in the English ['0.01']"]
+
+
 def test_the_glossary_prefers_the_longer_term_and_ignores_code():
     assert i18n.glossary_problems("Free GPU memory first.", "先释放显存。", GLOSSARY) == []
     assert i18n.glossary_problems("Host memory.", "主机记忆。", GLOSSARY) == [

@@ -141,6 +141,15 @@ def _headings(source: str) -> list[str]:
     return found
 
 
+_SUMMARY = re.compile(r"<summary>(.+?)</summary>", re.DOTALL)
+
+
+def _summaries(source: str) -> list[str]:
+    """The titles of <details> boxes (``<summary>Answer</summary>``): HTML, which mdpo leaves out."""
+    prose = _FENCED_BLOCK.sub(" ", source)
+    return [" ".join(m.group(1).split()) for m in _SUMMARY.finditer(prose)]
+
+
 def template(notebook: str | Path, root: Path = REPO) -> polib.POFile:
     """The untranslated catalogue (a POT, with the zh_CN header) of a notebook's markdown cells."""
     nb = nbformat.read(root / notebook, as_version=4)
@@ -158,7 +167,9 @@ def template(notebook: str | Path, root: Path = REPO) -> polib.POFile:
         context = own[0] if own else (f"after {section}" if section else "before the first heading")
         if own:
             section = own[-1]
-        for msgid in _markdown_entries(cell.source):
+        msgids = _markdown_entries(cell.source)
+        msgids += [s for s in _summaries(cell.source) if s not in msgids]
+        for msgid in msgids:
             pot.append(polib.POEntry(msgctxt=cell.id, msgid=msgid, msgstr="",
                                      comment=f"section: {context}"))
     return pot
@@ -317,6 +328,8 @@ def translate_markdown(source: str, translations: dict[str, str]) -> str:
     renderer = Po2Md([], wrapwidth=0)
     renderer.pofiles = [pofile]
     output = renderer.translate(source)
+    output = _SUMMARY.sub(lambda m: f"<summary>{translations.get(' '.join(m.group(1).split()), m.group(1))}"
+                                    "</summary>", output)
     # mdpo drops an HTML block that closes a paragraph without a blank line (`</details>` after an answer).
     for tag in ("</details>",):
         missing = source.count(tag) - output.count(tag)

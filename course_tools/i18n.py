@@ -272,8 +272,10 @@ def torchdoctor_template() -> polib.POFile:
     printed diagnosis."""
     from torchdoctor.__main__ import NO_TEXT, NOT_FOUND
     from torchdoctor.catalog import CATALOG
+    from torchdoctor.catalog._entry import CHECKED_ON
+    from torchdoctor.cheatsheet import COLUMNS
     from torchdoctor.explain import MARKDOWN_LAYOUT, TEXT_LAYOUT
-    from torchdoctor.explain_i18n import LABELS, specific_template
+    from torchdoctor.explain_i18n import CHEATSHEET, LABELS, specific_template
 
     pot = polib.POFile(wrapwidth=WRAPWIDTH, check_for_duplicates=False)
     pot.metadata = dict(HEADER)
@@ -293,6 +295,9 @@ def torchdoctor_template() -> polib.POFile:
                                  comment="how a diagnosis prints (as text, as Markdown in a notebook)"))
     for message in (NO_TEXT, NOT_FOUND):
         pot.append(polib.POEntry(msgctxt=LABELS, msgid=message, comment="python -m torchdoctor explain"))
+    for name in ("chapter", *COLUMNS, *CHECKED_ON.values()):
+        pot.append(polib.POEntry(msgctxt=CHEATSHEET, msgid=name, comment="a column name or a 'checked on' value of "
+                                 "the cheat sheet and the chapters' summary tables"))
     return pot
 
 

@@ -311,6 +311,15 @@ def test_explain_stays_english_without_a_language(chinese_explain, monkeypatch):
     assert explain(MAT1) == english
 
 
+def test_the_cheat_sheet_speaks_chinese_with_torchdoctor_lang(chinese_explain, monkeypatch):
+    from torchdoctor.cheatsheet import cheatsheet_table
+
+    table = cheatsheet_table(search="mat1 and mat2")
+    assert "全连接层的输入大小不匹配" in table._repr_markdown_() and "全连接层的输入大小不匹配" in str(table)
+    monkeypatch.setenv("TORCHDOCTOR_LANG", "en")
+    assert "全连接层" not in table._repr_html_()
+
+
 def test_python_m_torchdoctor_explain_honours_torchdoctor_lang(chinese_explain):
     import os
     import subprocess

@@ -13,6 +13,10 @@ from pathlib import Path
 
 from torchdoctor.catalog import CATALOG, CHAPTERS, ErrorEntry, by_chapter, chapter_title, get_entry
 from torchdoctor.explain import explain
+from torchdoctor.explain_i18n import CHEATSHEET, text, translate
+
+# The table's columns (translated like the catalog's texts: torchdoctor/explain_i18n.py).
+COLUMNS = ("message", "error", "cause", "fix", "checked on")
 
 __all__ = ["CatalogTable", "chapter_summary", "cheatsheet_table", "declared_error_ids", "interactive_cheatsheet"]
 
@@ -30,11 +34,13 @@ class CatalogTable:
     show_chapter: bool = True
 
     def _columns(self, e: ErrorEntry) -> list[str]:
-        cols = [f"{e.exception_type}: {e.example.splitlines()[0]}", e.title, e.cause, e.fix, e.checked_on]
+        title, cause, fix = translate(e, {})  # English unless TORCHDOCTOR_LANG asks otherwise
+        cols = [f"{e.exception_type}: {e.example.splitlines()[0]}", title, cause, fix, text(CHEATSHEET, e.checked_on)]
         return ([e.chapter] if self.show_chapter else []) + cols
 
     def _header(self) -> list[str]:
-        return (["chapter"] if self.show_chapter else []) + ["message", "error", "cause", "fix", "checked on"]
+        names = (["chapter"] if self.show_chapter else []) + list(COLUMNS)
+        return [text(CHEATSHEET, name) for name in names]
 
     def _repr_markdown_(self) -> str:
         lines = [f"**{_md(self.caption)}**", "", "| " + " | ".join(self._header()) + " |"]
@@ -60,9 +66,10 @@ class CatalogTable:
     def __str__(self) -> str:
         blocks = [self.caption]
         for e in self.entries:
+            title, cause, fix = translate(e, {})
             blocks.append(
-                f"[{e.chapter}] {e.title} ({e.id})\n  message: {e.exception_type}: {e.example.splitlines()[0]}\n"
-                f"  cause: {e.cause}\n  fix: {e.fix}\n  checked on: {e.checked_on}"
+                f"[{e.chapter}] {title} ({e.id})\n  message: {e.exception_type}: {e.example.splitlines()[0]}\n"
+                f"  cause: {cause}\n  fix: {fix}\n  checked on: {text(CHEATSHEET, e.checked_on)}"
             )
         return "\n\n".join(blocks)
 

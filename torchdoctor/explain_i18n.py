@@ -26,7 +26,8 @@ from pathlib import Path
 DOMAIN = "torchdoctor"
 ENV_LANG = "TORCHDOCTOR_LANG"
 ENV_LOCALEDIR = "TORCHDOCTOR_LOCALEDIR"
-LABELS = "diagnosis"  # the context of the labels of a printed diagnosis ("cause", "fix", ...)
+LABELS = "diagnosis"  # the context of the layouts of a printed diagnosis and of the command's messages
+CHEATSHEET = "cheatsheet"  # the context of the cheat sheet's column names and "checked on" values
 FIELDS = ("title", "cause", "fix", "specific_fix")
 
 
@@ -87,6 +88,11 @@ def layout(template: str, **values: str) -> str:
         return translated.format(**values)
     except (KeyError, IndexError, ValueError):
         return template.format(**values)
+
+
+def text(context: str, message: str) -> str:
+    """One short text (a column name of the cheat sheet) in the current language."""
+    return translations().pgettext(context, message)
 
 
 def specific_template(entry, groups: Mapping[str, str] | None = None) -> str | None:

@@ -23,7 +23,7 @@ from course_tools.grading.execute import SandboxedExecute
 from course_tools.grading.feedback import HIDDEN, ClearHiddenTracebacks
 from course_tools.grading.files import copy_in, copy_out
 from course_tools.grading.verdict import Verdicts
-from course_tools.grading.zygote import unprotected_refusal
+from course_tools.grading.zygote import Zygote, notebook_imports, shared_zygote, unprotected_refusal
 from course_tools.release import REPO
 
 pytestmark = pytest.mark.skipif(bool(unprotected_refusal()), reason=str(unprotected_refusal()))
@@ -117,7 +117,8 @@ def other_kernel(tmp_path, monkeypatch):
 def test_another_kernelspec_runs_its_own_argv_in_the_same_jail(tmp_path, other_kernel):
     work = tmp_path / "work"
     work.mkdir()
-    nb = run(["import os, sys; print(os.environ.get('FROM_KERNELSPEC'), 'zygote' if 'torch' in sys.modules else 'own')",
+    nb = run(["import os, sys; print(os.environ.get('FROM_KERNELSPEC'), 'zygote' if 'course_tools.grading.sandbox' in "
+              "sys.modules else 'own')",
               "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
               "except OSError as e:\n    print(e.strerror)",
               f"print(os.path.exists({str(REPO / 'autograder')!r}), os.getcwd())",
@@ -135,8 +136,50 @@ def test_the_default_kernel_gets_the_kernelspecs_env_and_stays_in_the_zygote(tmp
         "argv": ["python", "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": "Python 3",
         "language": "python", "env": {"FROM_KERNELSPEC": "too"}}))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
-    nb = run(["import os, sys; print(os.environ.get('FROM_KERNELSPEC'), 'torch' in sys.modules)"], tmp_path)
-    assert text(nb.cells[0]) == "too True\n"
+    nb = run(["import os, sys; print(os.environ.get('FROM_KERNELSPEC'), 'course_tools.grading.sandbox' in "
+              "sys.modules)"], tmp_path)
+    assert text(nb.cells[0]) == "too True\n"  # forked by the zygote (which imported the sandbox), not exec'd
+
+
+def test_kernels_start_with_what_the_source_notebook_imports_never_with_what_a_submission_does(tmp_path):
+    course, work = tmp_path / "course", tmp_path / "work"
+    (course / "source" / "ps1").mkdir(parents=True)
+    work.mkdir()
+    nbformat.write(new_notebook(cells=[new_code_cell("import colorsys\nfrom json import tool")]),
+                   course / "source" / "ps1" / "p1.ipynb")
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    probe = "import sys; print(sorted(m for m in ('colorsys', 'json.tool', 'wave') if m in sys.modules))"
+
+    def graded(cells: list[str]) -> nbformat.NotebookNode:
+        nb = new_notebook(cells=[new_code_cell(source) for source in cells])
+        info = {"assignment": "ps1", "notebook": "p1", "student": "s"}
+        resources = {"metadata": {"path": str(work)}, "nbgrader": info}
+        SandboxedExecute(config=config).preprocess(nb, resources)
+        return nb
+
+    assert text(graded(["import wave", probe]).cells[1]) == "['colorsys', 'json.tool', 'wave']\n"
+    assert text(graded([probe]).cells[0]) == "['colorsys', 'json.tool']\n"  # a new kernel, from the same zygote
+    assert {"colorsys", "json.tool"} <= set(shared_zygote().preloaded)
+    assert "wave" not in shared_zygote().preloaded
+
+
+def test_the_zygote_preloads_the_courses_imports_and_refuses_a_module_that_starts_a_thread(tmp_path, monkeypatch):
+    (tmp_path / "threaded_module.py").write_text(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    modules = notebook_imports(sorted((REPO / "autograder" / "source").glob("*/*.ipynb")))
+    assert {"torch", "torch._dynamo", "torchdoctor.observe"} <= set(modules)  # dynamo: any optimizer imports it
+    zygote = Zygote(["threaded_module", *modules, "colorsys"])
+    try:
+        zygote.protections  # noqa: B018 -- ready: preloaded
+        assert zygote.refused == ["threaded_module"]
+        assert {"torch", "torch._dynamo", "torchdoctor.observe", "colorsys"} <= set(zygote.preloaded)
+        assert len(os.listdir(f"/proc/{zygote._proc.pid}/task")) == 1  # it forks with its own thread only
+        assert zygote.preload(["threaded_module", "wave"]) == [*zygote.preloaded] and "wave" in zygote.preloaded
+        assert len(os.listdir(f"/proc/{zygote._proc.pid}/task")) == 1
+    finally:
+        zygote.close()
 
 
 def _test_cell(grade_id: str, source: str) -> nbformat.NotebookNode:

@@ -6,12 +6,12 @@ module, each importing only modules above it in this list (tests/test_grading_he
 
 - ``sandbox``: confine a process (namespaces, chroot, resource limits, unprivileged uid); ``probe`` what is possible.
 - ``files``: a kernel's working copy: the submission's files in, the files the notebook wrote out (both capped).
-- ``zygote``: a pre-warmed process (torch, ipykernel imported) that forks one confined kernel per submission.
+- ``zygote``: a pre-warmed process (ipykernel, and what the source notebooks import) that forks confined kernels.
 - ``kernel``: the jupyter_client kernel manager whose kernels the zygote forks (ipc transport).
 - ``execute``: nbgrader's Execute with those kernels; kernel deaths and timeouts cost only their cell.
 - ``restore``: restore deleted, emptied and metadata-stripped locked cells from the gradebook; report tampering.
 - ``collect``: ``nbgrader collect`` copying plain files only (never following students' symbolic links).
-- ``references``: what hidden tests observe on the reference solution, computed once per batch.
+- ``references``: what hidden tests observe on the reference solution, once per batch, kept across runs.
 - ``verdict``: pass/fail decided by the grader from what the hidden tests observed on the submission.
 - ``feedback``: feedback shows no hidden test line, not even quoted in a traceback.
 - ``compat``: refuse to grade when the Jupyter stack lacks a private method grading overrides (an upgrade).

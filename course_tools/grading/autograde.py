@@ -12,6 +12,9 @@ Per assignment:
    submissions left ungraded and why), and print where the time went (start-up, references, per submission,
    checks).
 
+The reference runs of the source notebooks are kept in the course root's build/references/ (``references.keep``):
+a second run of the same assignment, with nothing they depend on changed, runs none ("references: cached").
+
 Then ``nbgrader export`` writes grades.csv (in this process: a new one would import nbgrader again). Exit status 1
 when a submission stays ungraded or a submitted file changed; 2, before anything runs, for an unknown assignment.
 
@@ -47,11 +50,11 @@ from nbgrader.api import Gradebook, MissingEntry  # noqa: E402
 from nbgrader.apps.exportapp import ExportApp  # noqa: E402
 from traitlets.config import Config  # noqa: E402
 
-from course_tools.grading import compat, engine, results  # noqa: E402
+from course_tools.grading import compat, engine, references, results  # noqa: E402
 from course_tools.grading.references import REFERENCES_ENV  # noqa: E402
 from course_tools.grading.sandbox import Protections  # noqa: E402
 from course_tools.grading.writer import GradebookWriter, load_config  # noqa: E402
-from course_tools.grading.zygote import REPO, machine_protections  # noqa: E402
+from course_tools.grading.zygote import REPO, machine_protections, notebook_imports  # noqa: E402
 
 COURSE = REPO / "autograder"
 
@@ -129,11 +132,12 @@ class Timings:
     references: float
     per_submission: float
     checks: float
+    references_cached: bool = False  # every reference run came from an earlier run (``references.cached``)
 
     def summary(self) -> str:
-        return (f"start-up {self.startup:.1f} s (of it waiting for the zygote {self.zygote_wait:.1f} s), references "
-                f"{self.references:.1f} s, {self.per_submission:.2f} s per submission per worker, checks "
-                f"{self.checks:.1f} s")
+        spent = "references: cached" if self.references_cached else f"references {self.references:.1f} s"
+        return (f"start-up {self.startup:.1f} s (of it waiting for the zygote {self.zygote_wait:.1f} s), {spent}, "
+                f"{self.per_submission:.2f} s per submission per worker, checks {self.checks:.1f} s")
 
 
 def batch_timings(events: list[dict], launched: float, ended: dict[int, float], finished: float,
@@ -189,9 +193,16 @@ def grade_assignment(course: Path, assignment: str, client: object, settings: en
     if len(todo) < len(students):
         print(f"{assignment}: skipping {len(students) - len(todo)} submission(s) graded before (FORCE=1 regrades)")
     writer = GradebookWriter(course, assignment, secrets.token_hex(4), url, course_id, scratch / "inbox")
+    # Reference runs kept by an earlier run, while nothing they depend on changed (references.cache_key): none to run
+    here = machine_protections().to_dict()
+    kept = references.cached(course, assignment, here)
+    notebooks_here = list((course / "source" / assignment).glob("*.ipynb"))
     outcome = engine.grade(client, course, assignment, todo, writer, db_url=url, course_id=course_id,
                            scratch=scratch, threads=engine.torch_threads(settings, client),
-                           gpu=engine.is_gpu_assignment(course, assignment))
+                           gpu=engine.is_gpu_assignment(course, assignment), references=kept)
+    # The clean ones kept for the next run, when every kernel had this machine's protections (the key says which)
+    if all(found == here for found in outcome.protections.values()):
+        references.keep(course, assignment, here, outcome.references)
     lost = sorted(set(ungraded(course, assignment, students, url)) | set(outcome.ungraded))
     changed = sorted(k for k, v in submitted_hashes(course, assignment, students).items() if before.get(k) != v)
     # No kernel started when every submission was graded before: then report what kernels would get here.
@@ -206,6 +217,8 @@ def grade_assignment(course: Path, assignment: str, client: object, settings: en
         "dropped_results": outcome.dropped, "graded_by": outcome.graded_by, "submitted_files_changed": changed,
         "reference_problems": problems}, db_url=url)
     spent = batch_timings(outcome.events, started, outcome.ended, time.time(), len(todo))
+    if spent and notebooks_here and len(kept) == len({references.digest(p) for p in notebooks_here}):
+        spent.references_cached = True
     print(f"{assignment}: graded {len(students) - len(lost)} of {len(students)} submissions in "
           f"{time.time() - started:.1f} s with {outcome.workers} {settings.engine} workers; results in "
           f"{target.relative_to(course)}")
@@ -305,9 +318,12 @@ def run(argv: list[str] | None = None) -> Batch:
                                memory=args.memory, walltime=args.walltime, gpus=args.gpus,
                                allowed_failures=engine.GradingEngine(config=course_config(course)).allowed_failures)
     started = time.time()
+    assignments = args.assignments or known
+    # The workers' zygotes import what the instructor's source notebooks import, while the workers start
+    preload = notebook_imports(sorted(p for a in assignments for p in (course / "source" / a).glob("*.ipynb")))
     with tempfile.TemporaryDirectory(prefix="autograde-") as scratch, shared_references(settings, Path(scratch)), \
-            engine.open_client(settings) as client, engine.zygotes(client):
-        for assignment in args.assignments or known:
+            engine.open_client(settings) as client, engine.zygotes(client, preload):
+        for assignment in assignments:
             graded, spent = grade_assignment(course, assignment, client, settings, args.force, Path(scratch),
                                              args.db_url, started)
             started = 0.0  # the cluster's start-up counts for the first assignment only

@@ -8,14 +8,14 @@ Three places, one engine (``open_client``):
 - ``slurm``: dask-jobqueue's ``SLURMCluster``: one Slurm job per worker (queue, cores, memory, walltime and
   ``--gres=gpu:N`` as set), scaled to ``jobs`` jobs.
 
-Every worker starts its pre-warmed zygote when it joins (``ZygotePlugin``, a worker plugin: torch and ipykernel
-imported once per worker) and closes it when it leaves or the run ends. Each task (``grade_submission``) gets the
-assignment's template (``writer.assignment_template``: source folder, configuration, a private gradebook with the
-assignment's definition only) and one submission's files, runs nbgrader's hardened autograde on a private copy in a
-scratch folder, and returns a ``writer.Bundle``: the autograded folder, the protections in force on that node,
-the timings. It writes nothing outside its scratch folder, so running it twice is harmless (Dask recomputes the
-tasks a lost worker had finished). The driver (``grade``) records each bundle as it arrives through the one
-``writer.GradebookWriter``.
+Every worker starts its pre-warmed zygote when it joins (``ZygotePlugin``, a worker plugin: ipykernel, and what the
+run's source notebooks import (torch...), imported once per worker) and closes it when it leaves or the run ends.
+Each task (``grade_submission``) gets the assignment's template (``writer.assignment_template``: source folder,
+configuration, a private gradebook with the assignment's definition only) and one submission's files, runs
+nbgrader's hardened autograde on a private copy in a scratch folder, and returns a ``writer.Bundle``: the autograded
+folder, the protections in force on that node, the timings. It writes nothing outside its scratch folder, so running
+it twice is harmless (Dask recomputes the tasks a lost worker had finished). The driver (``grade``) records each
+bundle as it arrives through the one ``writer.GradebookWriter``.
 
 Failures: a lost worker's tasks are run again elsewhere by Dask; a submission whose task kills its worker more than
 ``allowed_failures`` times ends ungraded with that reason (Dask's ``KilledWorker``), the others are graded. A
@@ -222,6 +222,9 @@ class ZygotePlugin(WorkerPlugin):
 
     name = PLUGIN
 
+    def __init__(self, preload: t.Iterable[str] = ()) -> None:
+        self.preload = list(preload)  # what the run's source notebooks import (zygote.notebook_imports)
+
     def setup(self, worker: t.Any = None) -> None:
         from course_tools.grading.zygote import shared_zygote
 
@@ -229,7 +232,8 @@ class ZygotePlugin(WorkerPlugin):
         _drop_nanny_environment()
         _sweep_scratch(tempfile.gettempdir())
         os.makedirs(worker_scratch(), exist_ok=True)
-        shared_zygote()  # imports torch in its own process while the worker waits for tasks
+        # imports what the source notebooks do (torch...) in its own process while the worker waits for tasks
+        shared_zygote(getattr(self, "preload", ()))
         # What the first task would import (the configured preprocessors, the exporter), while the zygote starts.
         import course_tools.grading.collect  # noqa: F401
         import course_tools.grading.compat  # noqa: F401
@@ -293,12 +297,25 @@ def _write_files(folder: Path, files: dict[str, t.Any], stand_in: Path | None = 
             target.write_bytes(data)
 
 
-def _reference_problems(source: Path) -> list[str]:
-    """The problems the reference runs of these source notebooks found (``references``), as this worker has them."""
+def _reference_runs(source: Path) -> dict[str, t.Any]:
+    """The reference runs of these source notebooks (``references``) this worker has, by notebook digest."""
     from course_tools.grading import references
 
-    found = [references._memo.get(references.digest(path)) for path in sorted(source.glob("*.ipynb"))]
-    return sorted({p for r in found if r is not None for p in getattr(r, "problems", [])})
+    found = {key: references._memo.get(key) for key in map(references.digest, sorted(source.glob("*.ipynb")))}
+    return {key: run for key, run in found.items() if run is not None}
+
+
+def _reference_problems(source: Path) -> list[str]:
+    """The problems the reference runs of these source notebooks found (``references``), as this worker has them."""
+    return sorted({p for r in _reference_runs(source).values() for p in getattr(r, "problems", [])})
+
+
+def _seed_references(runs: dict[str, dict]) -> None:
+    """Reference runs the driver kept from an earlier run (``references.cached``), for ``references_for``."""
+    from course_tools.grading import references
+
+    for key, run in runs.items():
+        references._memo.setdefault(key, references.References(**run))
 
 
 def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundle:
@@ -324,6 +341,7 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
         (course / "nbgrader_config.py").write_text(template["config"])
         (course / "gradebook.db").write_bytes(template["gradebook"])
         _write_files(course / "source" / assignment, template["source"])
+        _seed_references(template.get("references", {}))
         submitted = course / "submitted" / student / assignment
         submitted.mkdir(parents=True)
         stand_in = Path(scratch, "link-stand-in")
@@ -374,6 +392,7 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
             bundle.events = [json.loads(line) for line in timings.read_text().splitlines()]
         bundle.protections = shared_zygote().protections.to_dict()
         bundle.reference_problems = _reference_problems(course / "source" / assignment)
+        bundle.references = {key: run.to_dict() for key, run in _reference_runs(course / "source" / assignment).items()}
         bundle.log = "\n".join(log_lines[-30:])
     return bundle
 
@@ -398,7 +417,10 @@ def submission_files(folder: Path) -> dict[str, t.Any]:
     return files
 
 
-def make_template(course: Path, assignment: str, db_url: str, course_id: str, scratch: Path) -> dict[str, t.Any]:
+def make_template(course: Path, assignment: str, db_url: str, course_id: str, scratch: Path,
+                  references: dict[str, dict] | None = None) -> dict[str, t.Any]:
+    """What every task of the assignment gets: its source folder, the configuration, a gradebook with the
+    assignment's definition only, and the reference runs kept from an earlier run (by notebook digest)."""
     from course_tools.grading.writer import assignment_template
 
     target = scratch / f"{assignment}-template.db"
@@ -407,7 +429,8 @@ def make_template(course: Path, assignment: str, db_url: str, course_id: str, sc
     source = course / "source" / assignment
     return {"assignment": assignment, "course_id": course_id, "gradebook": target.read_bytes(),
             "config": (course / "nbgrader_config.py").read_text(),
-            "source": {k: v for k, v in submission_files(source).items() if not isinstance(v, tuple)}}
+            "source": {k: v for k, v in submission_files(source).items() if not isinstance(v, tuple)},
+            "references": references or {}}
 
 
 def _template(template: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -430,20 +453,22 @@ class Outcome:
     dropped: list[str] = field(default_factory=list)
     graded_by: dict[str, str] = field(default_factory=dict)
     reference_problems: set[str] = field(default_factory=set)
+    references: dict[str, dict] = field(default_factory=dict)
     workers: int = 0
     ended: dict[int, float] = field(default_factory=dict)
 
 
 def grade(client: t.Any, course: Path, assignment: str, students: list[str], writer: t.Any, *, db_url: str,
           course_id: str, scratch: Path, threads: int = 0, gpu: bool = False,
-          on_result: t.Callable[[str, int], None] | None = None) -> Outcome:
-    """Send one task per student, record each bundle as it arrives; every student ends recorded or ungraded."""
+          on_result: t.Callable[[str, int], None] | None = None, references: dict[str, dict] | None = None) -> Outcome:
+    """Send one task per student, record each bundle as it arrives; every student ends recorded or ungraded.
+    ``references``: reference runs kept from an earlier run (``references.cached``): the workers run no other."""
     from distributed import as_completed
 
     outcome = Outcome(workers=len(client.scheduler_info()["workers"]))
     # A task, not scattered data: scattered data lost with every worker that held it (a poison submission kills
     # them one after the other) could not be made again; a task's result is computed again from its arguments.
-    template = client.submit(_template, make_template(course, assignment, db_url, course_id, scratch),
+    template = client.submit(_template, make_template(course, assignment, db_url, course_id, scratch, references),
                              key=f"template-{assignment}-{writer.run}", pure=False)
     writer.expect(students)
     futures: dict[t.Any, str] = {}
@@ -500,6 +525,8 @@ def grade(client: t.Any, course: Path, assignment: str, students: list[str], wri
             outcome.protections.setdefault(bundle.host, bundle.protections)
             outcome.graded_by[student] = f"{bundle.worker}@{bundle.host}"
             outcome.reference_problems.update(bundle.reference_problems)
+            for key, run in bundle.references.items():
+                outcome.references.setdefault(key, run)
             for event in bundle.events:
                 outcome.ended[event["pid"]] = time.time()
             why = writer.record(bundle)
@@ -517,10 +544,11 @@ def grade(client: t.Any, course: Path, assignment: str, students: list[str], wri
 
 
 @contextlib.contextmanager
-def zygotes(client: t.Any) -> t.Iterator[None]:
+def zygotes(client: t.Any, preload: t.Iterable[str] = ()) -> t.Iterator[None]:
     """The zygote plugin on every worker of the cluster for the run, unregistered at its end (each worker's
-    zygote, and any kernel left, stop with it)."""
-    client.register_plugin(ZygotePlugin(), name=PLUGIN)
+    zygote, and any kernel left, stop with it). Each zygote preloads ``preload`` (the modules the run's source
+    notebooks import, ``zygote.notebook_imports``) before it is ready."""
+    client.register_plugin(ZygotePlugin(preload), name=PLUGIN)
     try:
         yield
     finally:

@@ -24,8 +24,11 @@ out comes from the global settings (``ExecutePreprocessor.timeout``, ``notebook_
 ``SandboxedKernelManager.memory_mb`` and ``.cpu_seconds``). The reference run of an assignment gets its limits too.
 
 When ``TIMINGS_ENV`` names a file, each notebook appends one JSON line to it (process, assignment, student, when it
-started and ended, how long it waited for the zygote): ``course_tools.grading.autograde`` reports where a batch's
-time went from them.
+started and ended, how long it waited for the zygote, its preloads included): ``course_tools.grading.autograde``
+reports where a batch's time went from them.
+
+Before its first kernel, a notebook has the zygote preload what its source notebook (the instructor's, in the
+course's source/ folder) imports (``zygote.notebook_imports``): every kernel then starts with them imported.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import json
 import os
 import time
 import typing as t
+from pathlib import Path
 
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -44,7 +48,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Dict, Int, TraitError, default, validate
 
 from course_tools.grading.kernel import SandboxedKernelManager
-from course_tools.grading.zygote import shared_zygote
+from course_tools.grading.zygote import notebook_imports, shared_zygote
 
 TIMINGS_ENV = "TORCHDOCTOR_TIMINGS"
 # What ``assignment_limits`` may set per assignment, and which object each one configures.
@@ -139,8 +143,26 @@ class SandboxedExecute(Execute):
                 setattr(km, name, self._limits[name])
         return km
 
+    def source_notebook(self, resources: t.Any) -> Path | None:
+        """The instructor's source notebook of the notebook being graded (source/<assignment>/<notebook>.ipynb in the
+        course), None when nbgrader did not say which, or there is none."""
+        from nbgrader.coursedir import CourseDirectory
+
+        graded = (resources or {}).get("nbgrader", {})
+        if not graded.get("assignment") or not graded.get("notebook"):
+            return None
+        coursedir = CourseDirectory(config=self.config)
+        source = coursedir.format_path(coursedir.source_directory, ".", graded["assignment"])
+        path = Path(source, f"{graded['notebook']}.ipynb")
+        return path if path.is_file() else None
+
     def preprocess(self, nb: NotebookNode, resources: t.Any = None, km: t.Any = None) -> tuple[NotebookNode, t.Any]:
         waited = _report_protections(self.log)
+        source = self.source_notebook(resources)
+        if source is not None:  # what the instructor's notebook imports, imported once in the zygote, not per kernel
+            preloading = time.monotonic()
+            shared_zygote().preload(notebook_imports([source]))
+            waited += time.monotonic() - preloading
         started = time.time()
         graded = (resources or {}).get("nbgrader", {})  # which assignment and student (none: a reference run)
         self._limits = self.limits_for(graded.get("assignment"))

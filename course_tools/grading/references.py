@@ -19,6 +19,12 @@ first of its workers to need a notebook's references computes them into it while
 (they are busy starting up meanwhile). A plain ``nbgrader autograde`` computes them on first use, in memory.
 The file also records the protections the computing worker's zygote found, for the batch's report.
 
+Across runs: ``make autograde`` keeps each clean reference run (no test cell failed on it) in the course root's
+``build/references/`` (gitignored; ``REFERENCE_CACHE_ENV`` names another folder), keyed by everything it depends on
+(``cache_key``: the source folder's bytes, the course's configuration, the pinned stack, the grading code and the
+protections), so the next run of the same assignment pays no reference run. A run that found problems is never
+kept: it runs again, and says so again, until they are fixed.
+
 The grading package imports one way: ``verdict`` -> ``references`` -> ``execute`` -> ``kernel`` -> ``zygote``
 -> ``sandbox``; nothing imports back up the chain.
 """
@@ -30,6 +36,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import typing as t
 from dataclasses import dataclass, field
@@ -43,9 +50,13 @@ from nbgrader.preprocessors import ClearHiddenTests
 from traitlets.config import Config
 
 from course_tools.grading.execute import SandboxedExecute
-from course_tools.grading.zygote import shared_zygote
+from course_tools.grading.zygote import notebook_imports, shared_zygote
 
 REFERENCES_ENV = "TORCHDOCTOR_REFERENCES"
+REFERENCE_CACHE_ENV = "TORCHDOCTOR_REFERENCE_CACHE"  # where reference runs are kept across runs, if not the course's
+CACHE_FOLDER = Path("build", "references")  # in the course root
+STACK = ("torch", "nbgrader", "ipykernel", "jupyter_client", "nbclient", "numpy", "torchvision", "scikit-learn")
+REPO = Path(__file__).resolve().parents[2]
 OBSERVED_MIME = "application/vnd.torchdoctor.observed+json"  # torchdoctor.observe.MIME (a test keeps them equal)
 NO_RECORD = "displays no observation record"
 IN_KERNEL = ("judged in the student's kernel: not protected against tampering (its hidden tests display no observation "
@@ -99,6 +110,7 @@ def reference_run(path: Path, config: Config) -> References:
     """Run the source notebook in a confined kernel: each graded test cell's observation record, the cells that
     cannot be judged by the grader, and the problems found (one line each, starting with the test's grade_id)."""
     nb = nbformat.read(path, as_version=4)
+    shared_zygote().preload(notebook_imports([path]))  # the instructor's notebook: its imports, once per zygote
     with tempfile.TemporaryDirectory(prefix="tdref-") as scratch:
         shutil.copytree(path.parent, scratch, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.ipynb"))
         # The notebook lies in source/<assignment>/: the reference run gets that assignment's limits.
@@ -163,3 +175,84 @@ def _shared(store: Path, key: str, path: Path, config: Config, log: t.Any) -> Re
             stored["protections"] = shared_zygote().protections.to_dict()
             store.write_text(json.dumps(stored))
         return References(**stored["references"][key])
+
+
+# ---- across runs -------------------------------------------------------------------------------------------------
+
+def stack() -> dict[str, str | None]:
+    """The pinned stack a reference run depends on: Python's version and the packages' (None: not installed)."""
+    from importlib import metadata
+
+    found: dict[str, str | None] = {"python": sys.version}
+    for name in STACK:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def grading_code() -> str:
+    """A hash of the course's grading code (course_tools/grading/*.py, torchdoctor/*.py): names and bytes."""
+    h = hashlib.sha256()
+    for path in sorted([*(REPO / "course_tools" / "grading").glob("*.py"), *(REPO / "torchdoctor").glob("*.py")]):
+        h.update(f"{path.relative_to(REPO)}\0{len(path.read_bytes())}\0".encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(notebook: Path, config_text: str, protections: dict[str, t.Any], code: str | None = None) -> str:
+    """What a source notebook's reference run depends on, hashed: its bytes and the other files of its folder (the
+    run's working copy), the course's nbgrader_config.py (limits, settings), the stack, the grading code and the
+    protections kernels get."""
+    h = hashlib.sha256()
+    files = sorted(p for p in notebook.parent.rglob("*") if p.is_file() and (p == notebook or p.suffix != ".ipynb"))
+    for path in files:
+        data = path.read_bytes()
+        h.update(f"{path.relative_to(notebook.parent)}\0{len(data)}\0".encode())
+        h.update(data)
+    rest = {"notebook": notebook.name, "config": config_text, "stack": stack(), "code": code or grading_code(),
+            "protections": protections}
+    h.update(json.dumps(rest, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def cache_folder(course: Path) -> Path:
+    return Path(os.environ.get(REFERENCE_CACHE_ENV) or course / CACHE_FOLDER)
+
+
+def _cache_keys(course: Path, assignment: str, protections: dict[str, t.Any]) -> dict[str, tuple[Path, str]]:
+    """Per source notebook of the assignment: (its cache file, its digest)."""
+    config = course / "nbgrader_config.py"
+    config_text = config.read_text() if config.is_file() else ""
+    code = grading_code()
+    return {path.name: (cache_folder(course) / f"{cache_key(path, config_text, protections, code)}.json", digest(path))
+            for path in sorted((course / "source" / assignment).glob("*.ipynb"))}
+
+
+def cached(course: Path, assignment: str, protections: dict[str, t.Any]) -> dict[str, dict[str, t.Any]]:
+    """The kept reference runs of the assignment's source notebooks, by notebook digest (as ``_memo`` keys them):
+    only those whose key still matches."""
+    found = {}
+    for stored, key in _cache_keys(course, assignment, protections).values():
+        try:
+            found[key] = References(**json.loads(stored.read_text())["references"]).to_dict()
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def keep(course: Path, assignment: str, protections: dict[str, t.Any], runs: dict[str, dict[str, t.Any]]) -> int:
+    """Keep the clean reference runs among ``runs`` (notebook digest -> ``References.to_dict()``) for the next runs;
+    how many were written."""
+    written = 0
+    for name, (stored, key) in _cache_keys(course, assignment, protections).items():
+        run = runs.get(key)
+        if run is None or run.get("failed") or run.get("problems") or stored.is_file():
+            continue
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        partial = stored.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps({"assignment": assignment, "notebook": name, "references": run}))
+        partial.replace(stored)
+        written += 1
+    return written

@@ -56,7 +56,8 @@ class Bundle:
     (plain files only); ``status``: "graded" or "failed" (nbgrader gave up: ``reason`` says why, a grade of
     nothing, never retried); ``protections``: those in force on that host; ``events``: the timings lines
     (``execute.TIMINGS_ENV``) of its notebooks; ``reference_problems``: what the reference run of its notebooks
-    found wrong with the hidden tests (the instructor's to fix)."""
+    found wrong with the hidden tests (the instructor's to fix); ``references``: those reference runs (the driver keeps
+the clean ones for the next run)."""
 
     assignment: str
     student: str
@@ -70,6 +71,7 @@ class Bundle:
     events: list[dict] = field(default_factory=list)
     reference_problems: list[str] = field(default_factory=list)
     log: str = ""
+    references: dict[str, dict] = field(default_factory=dict)  # the source notebooks' reference runs, by digest
 
 
 def load_config(course: Path) -> Config:

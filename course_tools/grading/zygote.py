@@ -1,8 +1,13 @@
 """A pre-warmed process that forks one confined kernel per submission.
 
 Starting a Python kernel and importing torch costs seconds; forking a process that has already done both costs
-milliseconds. The zygote imports torch and ipykernel once, finds out which protections the machine allows
-(``sandbox.probe``), then serves requests, one JSON line each on stdin, answered on stdout:
+milliseconds. The zygote imports ipykernel once, and the modules it is asked to preload (its arguments; torch and
+whatever else the instructor's source notebooks import: ``notebook_imports``), finds out which protections the
+machine allows (``sandbox.probe``), then serves requests, one JSON line each on stdin, answered on stdout:
+
+- ``{"preload": [module, ...]}``: import these too (one that does not import is left out), so that every kernel
+  forked afterwards has them. A module whose import leaves a thread running is refused: the zygote runs itself again
+  from scratch without it (its kernels import it themselves). Answer: ``{"preloaded": [...], "refused": [...]}``.
 
 - ``{"jail": {...}, "connection_file": path}``: fork a keeper, which builds the kernel's namespaces and jail
   (``sandbox.enter``) and forks the kernel: it confines itself (``sandbox.confine``) and runs an IPython kernel on
@@ -14,9 +19,11 @@ milliseconds. The zygote imports torch and ipykernel once, finds out which prote
 - ``{"reap": uid}``: kill every process left running as that kernel uid (as root, kernels without a PID namespace
   of their own could leave some behind). Answer: ``{"reaped": uid}``.
 
-The zygote never runs student code itself and holds no thread when it forks. It exits when its stdin closes,
-and its kernels die with it (``PR_SET_PDEATHSIG``). ``Zygote`` is the grader's side of that pipe; it refuses to
-start a kernel without the namespaced protections unless the instructor allowed it (``ALLOW_UNPROTECTED_ENV``).
+The zygote never runs student code itself, never imports a module a submission names, and holds no thread when it
+forks (it checks ``/proc/self/task`` after every preload and before every fork; numpy's OpenBLAS pool is kept to
+the calling thread, ``OPENBLAS_NUM_THREADS=1``). It exits when its stdin closes, and its kernels die with it
+(``PR_SET_PDEATHSIG``). ``Zygote`` is the grader's side of that pipe; it refuses to start a kernel without the
+namespaced protections unless the instructor allowed it (``ALLOW_UNPROTECTED_ENV``).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import signal
 import subprocess
 import sys
 import threading
+import typing as t
 from pathlib import Path
 
 from course_tools.grading.sandbox import NAMESPACED, Jail, Limits, Protections, probe
@@ -43,6 +51,12 @@ PROTECTION_NAMES = ("network", "filesystem", "processes", "unprivileged_user", "
 # (JUPYTERHUB_API_TOKEN, cloud keys, ...) must never be in it, not even in the process's initial environment block.
 KEPT_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONPATH",
             DISABLE_ENV)
+# What every zygote imports before it forks anything; the rest (torch included) only when a source notebook imports
+# it (``notebook_imports``, ``Zygote.preload``): nbgrader's own notebooks pay no torch import.
+ALWAYS = ("ipykernel.ipkernel", "ipykernel.kernelapp", "IPython")
+# Preloaded whenever torch is: constructing any torch.optim optimizer imports torch._dynamo (and sympy) on first use,
+# about 2 s of imports per kernel.
+WITH_TORCH = ("torch._dynamo",)
 
 
 def kernel_environment(environ: dict[str, str]) -> dict[str, str]:
@@ -130,10 +144,12 @@ def _serve_kernel(jail: Jail, protections: Protections, connection_file: str, bo
     from course_tools.grading.sandbox import confine
 
     workdir = confine(jail, protections)
-    if jail.torch_threads:
+    if jail.torch_threads and "torch" in sys.modules:
         import torch
 
         torch.set_num_threads(jail.torch_threads)
+    elif jail.torch_threads:  # torch not preloaded: it reads its threads from the environment when imported
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(jail.torch_threads)
     from ipykernel.kernelapp import IPKernelApp
 
     sys.argv = ["ipykernel", "-f", connection_file]
@@ -184,26 +200,123 @@ def unprotected_refusal() -> str | None:
     return refusal(machine_protections())
 
 
-def serve() -> None:
-    import ipykernel.ipkernel  # noqa: F401
-    import ipykernel.kernelapp  # noqa: F401
-    import IPython  # noqa: F401 -- imported once here so that every kernel forks with it loaded
-    import torch  # noqa: F401
-    import torch.nn  # noqa: F401
+def notebook_imports(paths: t.Iterable[Path]) -> list[str]:
+    """The modules the code cells of these notebooks import (absolute imports anywhere in a cell; for ``from m
+    import n``, both ``m`` and ``m.n``, which may be a submodule), plus what ``WITH_TORCH`` adds when torch is among
+    them: what a zygote preloads for them. Only ever for the instructor's source notebooks: the zygote is not
+    confined, and it imports what these name."""
+    import ast
+
+    names: set[str] = set()
+    for path in paths:
+        try:
+            cells = json.loads(Path(path).read_text()).get("cells", [])
+        except (OSError, ValueError):
+            continue
+        for cell in cells:
+            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+                continue
+            source = cell.get("source", "")
+            source = "".join(source) if isinstance(source, list) else str(source)
+            # IPython's magics and shell escapes are not Python: left out, line by line
+            source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+            try:
+                tree = ast.parse(source)
+            except (SyntaxError, ValueError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names.add(node.module)
+                    names.update(f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*")
+    if any(name == "torch" or name.startswith("torch.") for name in names):
+        names.update(WITH_TORCH)
+    return sorted(names, key=_torch_first)  # torch first: the rest of the course's imports build on it
+
+
+def _torch_first(name: str) -> tuple[bool, str]:
+    return name.split(".")[0] != "torch", name
+
+
+def _threads() -> int:
+    """Threads of this process (the zygote must hold only its own when it forks)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def _preload(modules: list[str], refused: set[str]) -> tuple[list[str], str | None]:
+    """Import each module (one that fails to import is left out): those imported, and the first whose import left
+    a thread running (None when none did: then the zygote still holds no thread)."""
+    import importlib
+
+    loaded = []
+    for name in modules:
+        if name in refused:
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception:  # not a module (``from m import function``), or not installed: the kernel will say so
+            continue
+        if _threads() > 1:
+            return loaded, name
+        loaded.append(name)
+    return loaded, None
+
+
+def _restart_without(out: t.TextIO, modules: list[str], refused: set[str], answer: str) -> t.NoReturn:
+    """A preload left a thread running: this process runs the zygote again, from scratch (same pid, same pipes),
+    preloading ``modules`` but the refused ones, and answers ``answer`` once it is ready."""
+    sys.stderr.write(f"grading zygote: importing {sorted(refused)} starts a thread; it is not preloaded\n")
+    sys.stderr.flush()
+    out.flush()
+    os.dup2(out.fileno(), 1)  # the answers' pipe is stdout again in the new image
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an ignored SIGCHLD would survive exec: probe waits for children
+    argv = [sys.executable, "-m", "course_tools.grading.zygote", *modules, f"--refused={','.join(sorted(refused))}",
+            f"--answer={answer}"]
+    os.execv(sys.executable, argv)
+
+
+def serve(argv: list[str] | None = None) -> None:
+    """The zygote: ``argv`` names modules to preload before it announces itself ready; ``--refused=a,b`` modules
+    never to preload (their import starts a thread), ``--answer=preload`` to announce itself with a preload's
+    answer (after a restart, ``_restart_without``) instead of the protections."""
+    args = sys.argv[1:] if argv is None else argv
+    refused = {n for a in args if a.startswith("--refused=") for n in a.split("=", 1)[1].split(",") if n}
+    answer = next((a.split("=", 1)[1] for a in args if a.startswith("--answer=")), "protections")
+    modules = [a for a in args if not a.startswith("--")]
+    # numpy's OpenBLAS starts a pool of threads when loaded (torch loads numpy): one thread, kernels' numpy included.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # The answers go through a descriptor of their own: whatever an import prints to stdout goes to stderr.
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    for name in ALWAYS:
+        __import__(name)
+    loaded, threaded = _preload(modules, refused)
+    if threaded:
+        _restart_without(out, modules, refused | {threaded}, answer)
 
     protections = machine_protections()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped by the system; the grader holds pidfds
-    out = sys.stdout
-    out.write(json.dumps({"protections": protections.to_dict()}) + "\n")
-    out.flush()
+    first = {"protections": protections.to_dict()} if answer == "protections" else {}
+    out.write(json.dumps({**first, "preloaded": loaded, "refused": sorted(refused)}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
+        if "preload" in request:
+            more, threaded = _preload([n for n in request["preload"] if n not in loaded], refused)
+            if threaded:
+                _restart_without(out, loaded + request["preload"], refused | {threaded}, "preload")
+            loaded += more
+            out.write(json.dumps({"preloaded": loaded, "refused": sorted(refused)}) + "\n")
+            continue
         if "reap" in request:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             _reap(int(request["reap"]))
             signal.signal(signal.SIGCHLD, signal.SIG_IGN)
             out.write(json.dumps({"reaped": request["reap"]}) + "\n")
-            out.flush()
+            continue
+        if _threads() > 1:  # never fork with another thread running (a lock it holds stays held in the kernel)
+            out.write(json.dumps({"error": f"the grading zygote holds {_threads()} threads; it forks with one"})
+                      + "\n")
             continue
         jail = Jail(**{**request["jail"], "limits": Limits(**request["jail"]["limits"])})
         pid = os.fork()
@@ -218,19 +331,22 @@ def serve() -> None:
                 code = 70
             os._exit(code)
         out.write(json.dumps({"pid": pid}) + "\n")
-        out.flush()
 
 
 class Zygote:
-    """The grader's handle on one zygote process. Started at once, waited for on first use."""
+    """The grader's handle on one zygote process. Started at once (importing ``preload`` before it is ready), waited
+    for on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: t.Iterable[str] = ()) -> None:
         env = kernel_environment(dict(os.environ))
+        self._requested = set(preload)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "course_tools.grading.zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            env=env, cwd="/", text=True, bufsize=1)
+            [sys.executable, "-m", "course_tools.grading.zygote", *sorted(self._requested, key=_torch_first)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/", text=True, bufsize=1)
         self._lock = threading.Lock()
         self._protections: Protections | None = None
+        self.preloaded: list[str] = []  # what kernels forked from now on have imported already
+        self.refused: list[str] = []  # requested, but their import starts a thread: never preloaded
 
     def _request(self, message: dict) -> dict:
         assert self._proc.stdin is not None and self._proc.stdout is not None
@@ -243,7 +359,24 @@ class Zygote:
         line = self._proc.stdout.readline()
         if not line:
             raise RuntimeError(f"the grading zygote exited (status {self._proc.wait()})")
-        return json.loads(line)
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        if "preloaded" in answer:
+            self.preloaded, self.refused = answer["preloaded"], answer["refused"]
+        return answer
+
+    def preload(self, modules: t.Iterable[str]) -> list[str]:
+        """Have the zygote import ``modules`` (those it lacks; a module that does not import is left out), so that
+        the kernels it forks from now on have them: only modules the instructor's source notebooks name
+        (``notebook_imports``), never a submission's. What it has preloaded."""
+        self.protections  # noqa: B018 -- the zygote is ready
+        with self._lock:
+            new = sorted(set(modules) - self._requested, key=_torch_first)
+            if new:
+                self._requested.update(new)
+                self._request({"preload": new})
+            return list(self.preloaded)
 
     @property
     def protections(self) -> Protections:
@@ -283,12 +416,13 @@ _shared: Zygote | None = None
 _shared_lock = threading.Lock()
 
 
-def shared_zygote() -> Zygote:
-    """This process's zygote, started on first call and closed at exit."""
+def shared_zygote(preload: t.Iterable[str] = ()) -> Zygote:
+    """This process's zygote, started on first call (importing ``preload`` before it is ready) and closed at
+    exit."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = Zygote()
+            _shared = Zygote(preload)
             atexit.register(_shared.close)
         return _shared
 

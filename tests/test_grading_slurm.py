@@ -1,6 +1,8 @@
 """ENGINE=slurm: a one-node Slurm (munged, slurmctld and slurmd started here by .ci/grading_services.sh, always
-stopped) on which dask-jobqueue's SLURMCluster grades the hw1 corpus, two jobs of one worker each: every
-submission gets the score it deserves, as on the local engine. Needs root and Debian's slurm-wlm and munge
+stopped) on which dask-jobqueue's SLURMCluster grades the representative part of the hw1 corpus
+(tests/test_grading_distributed.py ``representative``: every kind of outcome, every grade cell lost), two jobs of one
+worker each: every submission gets the score it deserves, as on the local engine (tests/test_grading_corpus.py grades
+the whole corpus there). Needs root and Debian's slurm-wlm and munge
 (`make test` installs them as root); skipped, saying why, elsewhere."""
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from course_tools import grading_corpus
 from course_tools.grading.zygote import unprotected_refusal
 from course_tools.release import REPO
+from tests.test_grading_distributed import representative
 
 SCRIPT = REPO / ".ci" / "grading_services.sh"
 HW1 = "hw1_dimensions"
@@ -49,7 +52,7 @@ def slurm():
 
 
 def test_the_hw1_corpus_on_slurm_gets_the_scores_it_deserves(slurm, tmp_path):
-    submissions = grading_corpus.load_corpus(HW1)
+    submissions = representative(grading_corpus.load_corpus(HW1))
     scores = grading_corpus.grade(HW1, submissions, tmp_path, args=(
         "--engine", "slurm", "--workers", "2", "--cores", "1", "--memory", "3GiB", "--walltime", "00:30:00"))
     found = [p for s in submissions for p in grading_corpus.problems(s, scores[s.name])]

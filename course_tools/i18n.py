@@ -505,8 +505,30 @@ def _term_pattern(term: str) -> re.Pattern:
     return re.compile(rf"(?<![\w-]){words}(?:s|es)?(?![\w-])", re.IGNORECASE)
 
 
-def glossary_problems(msgid: str, msgstr: str, glossary: list[Term]) -> list[str]:
-    """Each glossary term of the English (outside code, math and URLs) whose Chinese term the translation lacks."""
+GLOSSARY_OK = "glossary-ok:"
+
+
+def glossary_exemptions(tcomment: str) -> tuple[set[str], list[str]]:
+    """The glossary terms a translator comment exempts for its entry, and the problems of those comments.
+
+    A word can be a glossary term in one sentence and not in another ("type it from memory" means recall, not
+    内存): the translator writes ``# glossary-ok: memory: 'from memory' means recall here`` above the entry, the
+    term and a reason, and the check skips that term for that entry only."""
+    exempt, problems = set(), []
+    for line in (tcomment or "").splitlines():
+        if not line.strip().startswith(GLOSSARY_OK):
+            continue
+        term, _, reason = line.strip()[len(GLOSSARY_OK):].partition(":")
+        if not term.strip() or not reason.strip():
+            problems.append(f"'{line.strip()}': write `{GLOSSARY_OK} <english term>: <why it is not the term here>`")
+            continue
+        exempt.add(term.strip().lower())
+    return exempt, problems
+
+
+def glossary_problems(msgid: str, msgstr: str, glossary: list[Term], exempt: set[str] = frozenset()) -> list[str]:
+    """Each glossary term of the English (outside code, math and URLs) whose Chinese term the translation lacks,
+    except the English terms in ``exempt`` (``glossary_exemptions``)."""
     prose = _URL.sub(" ", _MATH.sub(" ", _CODE_SPAN.sub(" ", msgid)))
     problems = []
     # Longer terms first, each blanked once found, so "GPU memory" is not also checked as "memory".
@@ -514,7 +536,7 @@ def glossary_problems(msgid: str, msgstr: str, glossary: list[Term]) -> list[str
         found = False
         for english in term.english:
             prose, count = _term_pattern(english).subn(" ", prose)
-            found = found or count > 0
+            found = found or (count > 0 and english.lower() not in exempt)
         if found and not any(c in msgstr for c in term.chinese):
             problems.append(f"glossary: '{'/'.join(term.english)}' is translated as "
                             f"'{'/'.join(term.chinese)}' (not found in the translation)")
@@ -568,8 +590,9 @@ def check_catalogue(report: Report, path: Path, pot: polib.POFile, glossary: lis
         if not entry.msgstr:
             continue
         report.translated += 1
-        for problem in verbatim_problems(entry.msgid, entry.msgstr) + glossary_problems(entry.msgid, entry.msgstr,
-                                                                                        glossary):
+        exempt, comment_problems = glossary_exemptions(entry.tcomment)
+        for problem in (comment_problems + verbatim_problems(entry.msgid, entry.msgstr)
+                        + glossary_problems(entry.msgid, entry.msgstr, glossary, exempt)):
             report.problems.append(f"{where}: {problem}")
     untranslated = report.total - report.translated - report.fuzzy
     if untranslated:

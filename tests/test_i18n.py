@@ -186,6 +186,16 @@ def test_the_glossary_prefers_the_longer_term_and_ignores_code():
     assert i18n.glossary_problems("A learning-rate finder.", "学习率查找器。", GLOSSARY) == []
 
 
+def test_a_translator_comment_exempts_one_term_of_one_entry_with_a_reason():
+    exempt, problems = i18n.glossary_exemptions("glossary-ok: memory: 'from memory' means recall here")
+    assert exempt == {"memory"} and problems == []
+    assert i18n.glossary_problems("Don't type it from memory; free the GPU memory.", "不要凭记忆输入；释放显存。",
+                                  GLOSSARY, exempt) == []
+    assert i18n.glossary_problems("Type it from memory, tensor by tensor.", "凭记忆逐个输入。", GLOSSARY, exempt) == [
+        "glossary: 'tensor' is translated as '张量' (not found in the translation)"]
+    assert i18n.glossary_exemptions("glossary-ok: memory")[1], "an exemption without a reason is a problem"
+
+
 def test_the_course_glossary_parses_and_has_the_issues_terms():
     terms = {e: t.chinese for t in i18n.load_glossary() for e in t.english}
     for english, chinese in [("tensor", "张量"), ("gradient", "梯度"), ("backward pass", "反向传播"),

@@ -100,9 +100,12 @@ def specific_template(entry, groups: Mapping[str, str] | None = None) -> str | N
     template (it computes with the numbers, or picks its words by them: then it differs from the real text)."""
     if entry.specific_fix is None:
         return None
-    placeholders = {name: "{" + name + "}" for name in entry.regex.groupindex}
+    # Sentinels first, then the fix's own braces doubled ("map_location={'cuda:1': ...}"), then the placeholders.
+    sentinels = {name: f"\x00{name}\x00" for name in entry.regex.groupindex}
     try:
-        template = entry.specific_fix(placeholders)
+        template = entry.specific_fix(sentinels).replace("{", "{{").replace("}", "}}")
+        for name, sentinel in sentinels.items():
+            template = template.replace(sentinel, "{" + name + "}")
         if groups is not None and template.format(**groups) != entry.specific_fix(groups):
             return None
     except Exception:  # a fix that does arithmetic on a group cannot take a placeholder

@@ -92,8 +92,11 @@ test-notebooks-matrix: setup
 
 # The course site in build/site/ (open build/site/index.html): every ready chapter and the cheat sheet as executed by
 # `make test-notebooks` (those missing or older than their source are executed first), contents from course.toml.
+# Both languages in one site: the Chinese pages in build/site/zh_CN/ (the English run's outputs with the Chinese
+# markdown, nothing executed again), a language switch on every page. `make site LANG=zh_CN` builds the same site
+# and names build/site/zh_CN/index.html at the end.
 site: setup
-	$(BIN)/python -m course_tools.site --device $(DEVICE)
+	$(LAB_CHECK)$(BIN)/python -m course_tools.site --device $(DEVICE) --language $(COURSE_LANG)
 
 # Regenerate exercises/ and solutions/ from autograder/source/ for the ready assignments of course.toml (or ASSIGNMENT).
 release: setup

@@ -13,15 +13,25 @@ course_tools/site_template/: see docs/authors.md "The course site" for why not J
 Markdown goes through nbconvert's own Markdown renderer (mistune), each heading with a GitHub-style id; the search
 box reads search-index.js, written beside the pages (every section of every page), so it works from file:// too.
 
+The site has both languages of the course (issue 24): every page whose notebook has a ready Chinese edition
+(``zh_CN = "ready"`` in course.toml) has a twin under zh_CN/, and the bar on every page has a language switch
+(English <-> 中文) to the same page in the other language, or to the other language's contents where there is no
+twin (the guides are English only). A Chinese page is the English executed notebook with its markdown cells
+replaced, by cell id, by those of the Chinese notebook that course_tools.i18n builds from the catalogue: the code
+is identical, so its outputs are the English run's and nothing is executed a second time. Its downloadable notebook
+and homework starter are the Chinese ones (the starter built from exercises/<a>/<a>.ipynb and its catalogue).
+
 ``--library-reference`` rewrites the generated part of docs/library.md from the docstrings of ``torchdoctor.__all__``
 (tests/test_docs.py fails when it is stale) and builds nothing.
 
 Usage: python -m course_tools.site [--out build/site] [--no-run] [--device auto|cpu|cuda|mps] [--library-reference]
+       [--language en|zh_CN]  (only which contents page the last line names: the site always has both)
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import html
 import inspect
 import json
@@ -38,6 +48,7 @@ import jinja2
 import markupsafe
 import nbformat
 
+from course_tools import i18n
 from course_tools.release import REPO
 from torchdoctor.manifest import load_manifest
 
@@ -463,12 +474,77 @@ def write_search_index(out: Path, entries: list[dict]) -> Path:
     return target
 
 
-def navigation(current: str) -> markupsafe.Markup:
-    """The bar on every page: the course, the guides by reader, and the search box."""
+def navigation(current: str, root: str = "", switch: dict | None = None) -> markupsafe.Markup:
+    """The bar on every page: the course, the guides by reader, the search box and the language switch. `root` is
+    the way from the page's folder to the site's root ("" or "../" for a page under zh_CN/); `switch` is the other
+    language's link: {"href", "label", "lang"} (`language_switch`)."""
     templates = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE / "torchdoctor"), autoescape=True)
     return markupsafe.Markup(templates.get_template("nav.html.j2").render(
         guides=[{"href": f"{stem}.html", "label": label, "about": about} for stem, (label, about) in GUIDES.items()],
-        current=current))
+        current=current, root=root, switch=switch))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The Chinese edition (issue 24): pages under zh_CN/, a language switch on every page.
+
+CHINESE = i18n.LANGUAGE  # the folder of the Chinese pages, and the language's code in course.toml
+LANGUAGE_LABELS = {"en": "English", CHINESE: "中文"}
+HTML_LANG = {"en": "en", CHINESE: "zh-CN"}
+# The words of a chapter page's frame, per language (the notebook itself is translated by its catalogue).
+PAGE_TEXT = {
+    "en": {"download": "Download this notebook", "homework": "Homework", "contents": "Contents",
+           "planned": "planned", "executed": "Executed by the course's tests ({executed}); run it yourself in "
+                                             "JupyterLab."},
+    CHINESE: {"download": "下载本笔记本", "homework": "作业", "contents": "目录", "planned": "计划中",
+              "executed": "由课程的测试执行（{executed}）：代码与英文版完全相同，输出即英文版运行的输出；"
+                          "请在 JupyterLab 中自己运行它。"},
+}
+
+
+def language_switch(language: str, twin: str | None) -> dict:
+    """The switch of a page in `language` to the other language: its twin page (a path from the site's root) or,
+    when it has none, the other language's contents page."""
+    other = "en" if language == CHINESE else CHINESE
+    href = twin or ("index.html" if other == "en" else f"{CHINESE}/index.html")
+    return {"href": href, "label": LANGUAGE_LABELS[other], "lang": HTML_LANG[other], "twin": twin is not None}
+
+
+def chinese_notebooks() -> set[str]:
+    """The notebooks (paths in the repository) whose Chinese edition is ready."""
+    return {notebook for notebook, ready in i18n.notebooks().items() if ready}
+
+
+def chinese_executed(executed: nbformat.NotebookNode, notebook: str) -> nbformat.NotebookNode:
+    """The Chinese page's notebook: the English executed one (code, outputs, metadata as they ran) with each
+    markdown cell's source replaced by the Chinese notebook's cell of the same id. The Chinese notebook's code
+    cells are the English ones (it is built from the English notebook; `make i18n-check` checks it), so the English
+    outputs are its outputs; code cells are kept as executed (the runner fills in the check-yourself answers).
+    Every cell of the Chinese notebook must be in the executed one, as the same kind of cell."""
+    chinese = i18n.build_notebook(notebook, i18n.load(i18n.catalogue_path(notebook)))
+    by_id = {cell.id: cell for cell in chinese.cells}
+    page = copy.deepcopy(executed)
+    for cell in page.cells:
+        twin = by_id.get(cell.get("id"))
+        if twin is None:
+            continue  # the parameters cell papermill injected
+        if twin.cell_type != cell.cell_type:
+            raise ValueError(f"{notebook}: cell {cell.id} is {cell.cell_type} in English, {twin.cell_type} in Chinese")
+        if cell.cell_type == "markdown":
+            cell.source = twin.source
+    missing = sorted(set(by_id) - {c.get("id") for c in page.cells})
+    if missing:
+        raise ValueError(f"{notebook}: cells {missing} are not in the executed English notebook: execute it again")
+    return page
+
+
+def chinese_title(nb: nbformat.NotebookNode, fallback: str) -> str:
+    """A Chinese page's title: its first heading ("第 1 章 —— 形状与维度"), else the English label."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            match = re.search(r"^#{1,2}\s+(.+?)\s*#*\s*$", cell.source, flags=re.M)
+            if match:
+                return match.group(1)
+    return fallback
 
 
 def site_css() -> str:
@@ -502,7 +578,8 @@ def build_guides(out: Path, chapter_pages: dict[str, str], templates: jinja2.Env
         body = render_markdown(text, source, chapter_pages)
         title = next(iter(re.findall(r"^# (.+)$", text, flags=re.M)), label)
         page = templates.get_template("doc_page.html.j2").render(
-            title=title, body=markupsafe.Markup(body), nav=navigation(f"{stem}.html"),
+            title=title, body=markupsafe.Markup(body),
+            nav=navigation(f"{stem}.html", "", language_switch("en", None)),
             source=source.relative_to(REPO).as_posix())
         target = out / f"{stem}.html"
         target.write_text(page, encoding="utf-8")
@@ -512,7 +589,7 @@ def build_guides(out: Path, chapter_pages: dict[str, str], templates: jinja2.Env
 
 def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path = BUILD) -> list[Path]:
     """Write the site to `out` from the executed notebooks under `executed` (build/notebooks/, or a snapshot of
-    it: the tests use one)."""
+    it: the tests use one): the English pages, then the Chinese ones under zh_CN/ from the same executed notebooks."""
     from nbconvert import HTMLExporter
     from traitlets.config import Config
 
@@ -521,56 +598,105 @@ def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path
         ensure_executed(wanted, run, device)
     if out.exists():
         shutil.rmtree(out)
-    (out / "notebooks").mkdir(parents=True)
-    (out / "homework").mkdir()
+    for folder in ("notebooks", "homework", f"{CHINESE}/notebooks", f"{CHINESE}/homework"):
+        (out / folder).mkdir(parents=True)
 
-    exporter = HTMLExporter(config=Config({"TemplateExporter": {"extra_template_basedirs": [str(TEMPLATE)]}}),
+    def exporter_in(language: str) -> HTMLExporter:  # <html lang="..."> is its language_code, ISO 639-1 only
+        return HTMLExporter(config=Config({"TemplateExporter": {"extra_template_basedirs": [str(TEMPLATE)]},
+                                           "HTMLExporter": {"language_code": HTML_LANG[language][:2]}}),
                             template_name="torchdoctor")
+
     manifest = load_manifest()
-    toc = [{"label": c.label, "covers": c.covers, "href": Path(c.notebook).with_suffix(".html").name
-            if c.status == "ready" else None} for c in manifest.chapters]
-    toc += [{"label": r.title, "covers": r.covers, "href": Path(r.notebook).with_suffix(".html").name}
-            for r in manifest.references]
+    ready_chinese = chinese_notebooks()
+    chinese_pages = [p for p in wanted if p.notebook in ready_chinese]
+    executed_nbs = {p.notebook: nbformat.read(p.executed_in(executed), as_version=4) for p in wanted}
+    chinese_nbs = {p.notebook: chinese_executed(executed_nbs[p.notebook], p.notebook) for p in chinese_pages}
+    chinese_labels = {p.notebook: chinese_title(chinese_nbs[p.notebook], p.label) for p in chinese_pages}
+
+    def toc_of(language: str) -> list[dict]:
+        shown = {p.notebook for p in (chinese_pages if language == CHINESE else wanted)}
+        entries = [(c.notebook, c.label, c.covers) for c in manifest.chapters]
+        entries += [(r.notebook, r.title, r.covers) for r in manifest.references]
+        return [{"label": chinese_labels.get(notebook, label) if language == CHINESE else label, "covers": covers,
+                 "href": Path(notebook).with_suffix(".html").name if notebook in shown else None}
+                for notebook, label, covers in entries]
+
     written: list[Path] = []
     index_entries: list[dict] = []
     chapter_notebooks = {c.notebook for c in manifest.chapters}
-    for i, page in enumerate(wanted):
-        nb = nbformat.read(page.executed_in(executed), as_version=4)
-        static_widgets(nb)
-        settle_carriage_returns(nb)
-        shutil.copy2(REPO / page.notebook, out / "notebooks" / Path(page.notebook).name)
-        homework = None
-        if page.homework:
-            shutil.copy2(REPO / "exercises" / page.homework / f"{page.homework}.ipynb", out / "homework")
-            homework = {"name": page.homework, "href": f"homework/{page.homework}.ipynb"}
-        parameters = nb.metadata.get("papermill", {}).get("parameters", {})
-        site = {
-            "title": page.label,
-            "toc": toc,
-            "current": page.html_name,
-            "notebook": f"notebooks/{Path(page.notebook).name}",
-            "homework": homework,
-            "previous": wanted[i - 1].html_name if i > 0 else None,
-            "previous_label": wanted[i - 1].label if i > 0 else None,
-            "next": wanted[i + 1].html_name if i + 1 < len(wanted) else None,
-            "next_label": wanted[i + 1].label if i + 1 < len(wanted) else None,
-            "executed": ", ".join(f"{k}={v!r}" for k, v in parameters.items()),
-            "nav": navigation(page.html_name),
-        }
-        body, _ = exporter.from_notebook_node(nb, resources={"torchdoctor": site})
-        target = out / page.html_name
-        target.write_text(body, encoding="utf-8")
-        written.append(target)
-        kind = "chapter" if page.notebook in chapter_notebooks else "cheat sheet"
-        index_entries += search_entries(page.html_name, page.label, kind, body)
+    for language, shown in (("en", wanted), (CHINESE, chinese_pages)):
+        folder = out if language == "en" else out / CHINESE
+        root = "" if language == "en" else "../"
+        prefix = "" if language == "en" else f"{CHINESE}/"
+        text = PAGE_TEXT[language]
+        toc = toc_of(language)
+        exporter = exporter_in(language)
+        for i, page in enumerate(shown):
+            nb = copy.deepcopy(executed_nbs[page.notebook] if language == "en" else chinese_nbs[page.notebook])
+            label = page.label if language == "en" else chinese_labels[page.notebook]
+            static_widgets(nb)
+            settle_carriage_returns(nb)
+            notebook_name = Path(page.notebook).name
+            if language == "en":
+                shutil.copy2(REPO / page.notebook, folder / "notebooks" / notebook_name)
+            else:
+                nbformat.write(i18n.build_notebook(page.notebook, i18n.load(i18n.catalogue_path(page.notebook))),
+                               folder / "notebooks" / notebook_name)
+            homework = None
+            student = f"exercises/{page.homework}/{page.homework}.ipynb" if page.homework else None
+            if student and language == "en":
+                shutil.copy2(REPO / student, folder / "homework")
+            elif student and student in ready_chinese:
+                nbformat.write(i18n.build_notebook(student, i18n.load(i18n.catalogue_path(student))),
+                               folder / "homework" / f"{page.homework}.ipynb")
+            else:
+                student = None  # no Chinese edition of the homework yet: the page does not offer one
+            if student:
+                homework = {"name": page.homework, "href": f"homework/{page.homework}.ipynb"}
+            parameters = nb.metadata.get("papermill", {}).get("parameters", {})
+            ran_with = ", ".join(f"{k}={v!r}" for k, v in parameters.items())
+            previous = shown[i - 1] if i > 0 else None
+            following = shown[i + 1] if i + 1 < len(shown) else None
+            twin = (f"{CHINESE}/{page.html_name}" if page in chinese_pages else None) if language == "en" \
+                else page.html_name
+            site = {
+                "title": label,
+                "lang": HTML_LANG[language],
+                "text": {key: words.format(executed=ran_with) for key, words in text.items()},
+                "toc": toc,
+                "current": page.html_name,
+                "notebook": f"notebooks/{notebook_name}",
+                "homework": homework,
+                "previous": previous.html_name if previous else None,
+                "previous_label": (previous.label if language == "en" else chinese_labels[previous.notebook])
+                if previous else None,
+                "next": following.html_name if following else None,
+                "next_label": (following.label if language == "en" else chinese_labels[following.notebook])
+                if following else None,
+                "executed": ran_with,
+                "nav": navigation(page.html_name, root, language_switch(language, twin and root + twin)),
+            }
+            body, _ = exporter.from_notebook_node(nb, resources={"torchdoctor": site})
+            target = folder / page.html_name
+            target.write_text(body, encoding="utf-8")
+            written.append(target)
+            kind = "chapter" if page.notebook in chapter_notebooks else "cheat sheet"
+            kind = kind if language == "en" else f"{kind} · 中文"
+            index_entries += search_entries(prefix + page.html_name, label, kind, body)
 
     templates = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE / "torchdoctor"), autoescape=True)
     templates.filters["code"] = inline_code
     index = templates.get_template("site_index.html.j2").render(
-        toc=toc, pages=[{"label": p.label, "href": p.html_name, "homework": p.homework} for p in wanted],
-        course=manifest, nav=navigation("index.html"))
+        toc=toc_of("en"), pages=[{"label": p.label, "href": p.html_name, "homework": p.homework} for p in wanted],
+        course=manifest, nav=navigation("index.html", "", language_switch("en", f"{CHINESE}/index.html")))
     (out / "index.html").write_text(index, encoding="utf-8")
     written.append(out / "index.html")
+    chinese_index = templates.get_template("site_index_zh_CN.html.j2").render(
+        toc=toc_of(CHINESE), homework={p.html_name: p.homework for p in chinese_pages if p.homework and
+                                       (out / CHINESE / "homework" / f"{p.homework}.ipynb").is_file()},
+        nav=navigation("index.html", "../", language_switch(CHINESE, "../index.html")))
+    (out / CHINESE / "index.html").write_text(chinese_index, encoding="utf-8")
+    written.append(out / CHINESE / "index.html")
 
     chapter_pages = {p.notebook: p.html_name for p in wanted}
     for page, body in build_guides(out, chapter_pages, templates):
@@ -579,7 +705,8 @@ def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path
     write_search_index(out, index_entries)
     shutil.copy2(TEMPLATE / "torchdoctor" / "search.js", out / "search.js")
 
-    leaked = leaked_solutions(sorted((out / "homework").glob("*.ipynb")))
+    homework = sorted((out / "homework").glob("*.ipynb")) + sorted((out / CHINESE / "homework").glob("*.ipynb"))
+    leaked = leaked_solutions(homework)
     if leaked:
         raise SystemExit(f"solution code reached the site's homework, refusing to publish it: {leaked[:3]}")
     # A chapter may teach what a homework then asks for; said, so that its author can decide.
@@ -593,6 +720,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--no-run", action="store_true", help="fail instead of executing missing notebooks")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--language", choices=sorted(LANGUAGE_LABELS), default="en",
+                        help="which contents page to name at the end (the site has both languages)")
     parser.add_argument("--library-reference", action="store_true",
                         help="rewrite the generated reference in docs/library.md from the docstrings, build nothing")
     args = parser.parse_args(argv)
@@ -602,8 +731,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     written = build(args.out, run=not args.no_run, device=args.device)
-    print(f"wrote {len(written)} pages to {args.out} in {time.perf_counter() - started:.1f} s; "
-          f"open {args.out / 'index.html'}")
+    contents = args.out / ("index.html" if args.language == "en" else f"{CHINESE}/index.html")
+    print(f"wrote {len(written)} pages to {args.out} (English and 中文) in {time.perf_counter() - started:.1f} s; "
+          f"open {contents}")
     return 0
 
 

@@ -2,7 +2,10 @@
 progress text, the check that keeps solutions off the site. tests/browser/test_site.py looks at the pages in
 Chromium."""
 
+from pathlib import Path
+
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from course_tools import site
@@ -107,3 +110,102 @@ def test_every_guide_is_a_page_with_the_navigation_and_the_search(tmp_path):
     index = site.write_search_index(tmp_path, entries).read_text(encoding="utf-8")
     assert index.startswith("window.TD_SEARCH_INDEX = [") and "</script" not in index
     assert any(e["href"] == "instructors.html#grading-a-big-class" for e in entries)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The site in both languages (issue 24): Chinese pages under zh_CN/ from the English run, a switch on every page
+
+
+def chinese_chapter() -> str:
+    chapters = [p.notebook for p in site.pages() if p.notebook in site.chinese_notebooks()]
+    assert chapters, "no chapter is zh_CN = \"ready\" in course.toml"
+    return chapters[0]
+
+
+def executed_copy(notebook: str) -> nbformat.NotebookNode:
+    """The committed notebook with an output on every code cell, as if the runner had executed it."""
+    nb = nbformat.read(REPO / notebook, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            cell.outputs = [new_output("stream", name="stdout", text=f"output {i}\n")]
+            cell.execution_count = i
+    return nb
+
+
+def test_a_chinese_page_is_the_english_run_with_the_chinese_markdown():
+    from course_tools import i18n
+
+    notebook = chinese_chapter()
+    english = executed_copy(notebook)
+    page = site.chinese_executed(english, notebook)
+    chinese = i18n.build_notebook(notebook, i18n.load(i18n.catalogue_path(notebook)))
+    assert [c.id for c in page.cells] == [c.id for c in english.cells]
+    for ran, shown, built in zip(english.cells, page.cells, chinese.cells, strict=True):
+        if ran.cell_type == "code":
+            assert shown == ran, f"code cell {ran.id}: not the English run's"
+        else:
+            assert shown.source == built.source and shown.metadata == ran.metadata
+    assert any(s.source != e.source for s, e in zip(page.cells, english.cells, strict=True)), "nothing was translated"
+
+
+def test_a_chinese_page_needs_every_cell_executed():
+    notebook = chinese_chapter()
+    english = executed_copy(notebook)
+    del english.cells[-1]
+    with pytest.raises(ValueError, match="not in the executed English notebook"):
+        site.chinese_executed(english, notebook)
+
+
+def test_the_language_switch_leads_to_the_twin_or_to_the_other_contents():
+    assert site.language_switch("en", "zh_CN/01_dimensions.html")["href"] == "zh_CN/01_dimensions.html"
+    assert site.language_switch("en", None)["href"] == "zh_CN/index.html"
+    assert site.language_switch("zh_CN", None) == {"href": "index.html", "label": "English", "lang": "en",
+                                                   "twin": False}
+    nav = site.navigation("01_dimensions.html", "../", site.language_switch("zh_CN", "../01_dimensions.html"))
+    assert 'href="../01_dimensions.html" hreflang="en"' in nav and '<script src="../search-index.js">' in nav
+    assert 'href="../students.html"' in nav and 'window.TD_SEARCH_ROOT = "../"' in nav
+
+
+def test_the_site_has_both_languages(tmp_path, monkeypatch):
+    """A site of two pages (a chapter with a Chinese edition, the cheat sheet without) from fake executed copies:
+    every page has the switch; the Chinese page shows the English outputs and offers the Chinese notebook and
+    homework; nothing is executed."""
+    notebook = chinese_chapter()
+    chosen = [p for p in site.pages() if p.notebook == notebook or p.notebook == "course/cheatsheet.ipynb"]
+    monkeypatch.setattr(site, "pages", lambda: chosen)
+    monkeypatch.setattr(site, "ensure_executed", lambda *a: pytest.fail("the test's site executes nothing"))
+    executed = tmp_path / "executed"
+    for page in chosen:
+        target = page.executed_in(executed)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(executed_copy(page.notebook), target)
+    out = tmp_path / "site"
+    site.build(out, run=False, executed=executed)
+
+    chapter = chosen[0]
+    english = (out / chapter.html_name).read_text(encoding="utf-8")
+    chinese = (out / "zh_CN" / chapter.html_name).read_text(encoding="utf-8")
+    assert '<html lang="zh">' in chinese and '<html lang="en">' in english
+    assert f'href="zh_CN/{chapter.html_name}" hreflang="zh-CN"' in english
+    assert f'href="../{chapter.html_name}" hreflang="en"' in chinese
+    assert "output 3" in chinese or "output 2" in chinese or "output 1" in chinese
+    cheatsheet = (out / "cheatsheet.html").read_text(encoding="utf-8")
+    if "course/cheatsheet.ipynb" not in site.chinese_notebooks():
+        assert 'href="zh_CN/index.html" hreflang="zh-CN"' in cheatsheet
+        assert not (out / "zh_CN" / "cheatsheet.html").exists()
+    for guide in site.GUIDES:
+        assert 'id="td-language-switch"' in (out / f"{guide}.html").read_text(encoding="utf-8")
+    index = (out / "zh_CN" / "index.html").read_text(encoding="utf-8")
+    assert f'href="{chapter.html_name}"' in index and 'href="../index.html" hreflang="en"' in index
+    downloaded = nbformat.read(out / "zh_CN" / "notebooks" / Path(notebook).name, as_version=4)
+    assert all(not c.get("outputs") for c in downloaded.cells if c.cell_type == "code")
+    assert downloaded.cells[0].source != nbformat.read(REPO / notebook, as_version=4).cells[0].source
+    if chapter.homework:
+        starter = nbformat.read(out / "zh_CN" / "homework" / f"{chapter.homework}.ipynb", as_version=4)
+        english_starter = nbformat.read(REPO / "exercises" / chapter.homework / f"{chapter.homework}.ipynb",
+                                        as_version=4)
+        assert [c.source for c in starter.cells if c.cell_type == "code"] == [
+            c.source for c in english_starter.cells if c.cell_type == "code"]
+        assert f'href="homework/{chapter.homework}.ipynb"' in chinese
+    index_js = (out / "search-index.js").read_text(encoding="utf-8")
+    assert f'"href":"zh_CN/{chapter.html_name}' in index_js

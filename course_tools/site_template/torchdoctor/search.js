@@ -51,7 +51,7 @@
       const li = document.createElement("li");
       const a = document.createElement("a");
       a.className = "td-search-hit";
-      a.href = hit.entry.e.href;
+      a.href = (window.TD_SEARCH_ROOT || "") + hit.entry.e.href;  // hrefs are from the site's root
       const title = document.createElement("span");
       title.className = "td-hit-title";
       title.textContent = hit.entry.e.title;

@@ -240,6 +240,28 @@ def test_grading_runs_on_the_pinned_jupyter_stack():
     assert dotted(course_config().Autograde.exporter_class) == "course_tools.grading.compat.CheckedExporter"
 
 
+def test_assignment_templates_are_stamped_with_nbgraders_schema_version_without_running_alembic(tmp_path, monkeypatch):
+    import os
+    import sqlite3
+    import sys
+
+    from nbgrader.api import Gradebook, get_alembic_version
+
+    from course_tools.grading import writer
+
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    assert writer.alembic_head() == get_alembic_version()  # nbgrader's answer, from its `alembic heads` process
+    with Gradebook(f"sqlite:///{tmp_path / 'course.db'}", "c") as gb:
+        gb.update_or_create_assignment("ps1")
+        gb.update_or_create_notebook("p1", "ps1")
+    monkeypatch.setattr("subprocess.Popen", None)  # no process at all, alembic's included
+    writer.assignment_template(f"sqlite:///{tmp_path / 'course.db'}", "c", "ps1", tmp_path / "template.db")
+    stamped = sqlite3.connect(tmp_path / "template.db").execute("SELECT version_num FROM alembic_version").fetchall()
+    assert stamped == [(writer.alembic_head(),)]
+    with Gradebook(f"sqlite:///{tmp_path / 'template.db'}", "c") as gb:
+        assert [n.name for n in gb.find_assignment("ps1").notebooks] == ["p1"]
+
+
 def test_grading_refuses_to_start_when_an_overridden_private_method_is_gone(monkeypatch):
     from nbclient import NotebookClient
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path, PurePosixPath  # noqa: E402
 
 import nbformat  # noqa: E402
+from nbgrader import api as nbgrader_api  # noqa: E402
 from nbgrader.api import Gradebook  # noqa: E402
 from nbgrader.converters import Autograde  # noqa: E402
 from nbgrader.converters.base import NbGraderException  # noqa: E402
@@ -79,8 +80,34 @@ def load_config(course: Path) -> Config:
     return PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
 
 
+def alembic_head() -> str:
+    """The gradebook schema's version that nbgrader stamps a new gradebook with, read in this process: nbgrader's own
+    ``get_alembic_version`` runs ``alembic heads`` in a new Python process (seconds on a loaded machine) each time it
+    creates a gradebook. nbgrader's answer where its migrations do not have exactly one head."""
+    global _alembic_head
+    if _alembic_head is None:
+        import nbgrader
+        from alembic.script import ScriptDirectory
+
+        heads = ScriptDirectory(os.path.join(os.path.dirname(nbgrader.__file__), "alembic")).get_heads()
+        _alembic_head = heads[0] if len(heads) == 1 else nbgrader_api.get_alembic_version()
+    return _alembic_head
+
+
+_alembic_head: str | None = None
+
+
 def assignment_template(db_url: str, course_id: str, assignment: str, target: Path) -> None:
     """Write at ``target`` a new SQLite gradebook with the assignment's definition from the course's gradebook."""
+    stock = nbgrader_api.get_alembic_version
+    nbgrader_api.get_alembic_version = alembic_head  # Gradebook() of a new file stamps it: no `alembic` process
+    try:
+        _copy_assignment(db_url, course_id, assignment, target)
+    finally:
+        nbgrader_api.get_alembic_version = stock
+
+
+def _copy_assignment(db_url: str, course_id: str, assignment: str, target: Path) -> None:
     with Gradebook(db_url, course_id) as src, Gradebook(f"sqlite:///{target}", course_id) as dst:
         found = src.find_assignment(assignment)
         dst.update_or_create_assignment(assignment, duedate=found.duedate)

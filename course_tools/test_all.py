@@ -1,6 +1,7 @@
-"""Everything CI checks (``make test``): lint, the notebooks, nbgrader's own test suite through the course's grading
-settings (``course_tools.nbgrader_suite``), the grading corpora, distributed grading and the rest of pytest, run side
-by side, with the wall time and the CPU time of each part and the slowest tests of each part.
+"""Everything CI checks (``make test``): lint, the Chinese edition's catalogues (``make i18n-check``), the
+notebooks, nbgrader's own test suite through the course's grading settings (``course_tools.nbgrader_suite``), the
+grading corpora, distributed grading and the rest of pytest, run side by side, with the wall time and the CPU time of
+each part and the slowest tests of each part.
 
 Each part's output is kept in build/test-logs/<part>.log and printed whole when the part ends; pytest's comes
 last, so the run ends with the summary: time per part, the slowest tests of each part (their ``--durations``
@@ -46,6 +47,7 @@ def parts(device: str) -> dict[str, list[str]]:
         "distributed": [py, "-m", "pytest", "--durations=15", *DISTRIBUTED],
         "pytest": [py, "-m", "pytest", "--durations=15", *(f"--ignore={path}" for path in [*DISTRIBUTED, *CORPUS])],
         "notebooks": [py, "-m", "course_tools.run_notebooks", "--device", device],
+        "i18n-check": [py, "-m", "course_tools.i18n", "check"],
         "lint": [str(Path(py).with_name("ruff")), "check", "."],
     }
 

@@ -681,8 +681,8 @@ def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path
             target.write_text(body, encoding="utf-8")
             written.append(target)
             kind = "chapter" if page.notebook in chapter_notebooks else "cheat sheet"
-            kind = kind if language == "en" else f"{kind} · 中文"
-            index_entries += search_entries(prefix + page.html_name, label, kind, body)
+            entries = search_entries(prefix + page.html_name, label, kind, body)
+            index_entries += [{**e, "lang": HTML_LANG[language]} for e in entries]
 
     templates = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE / "torchdoctor"), autoescape=True)
     templates.filters["code"] = inline_code

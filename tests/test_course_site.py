@@ -209,3 +209,4 @@ def test_the_site_has_both_languages(tmp_path, monkeypatch):
         assert f'href="homework/{chapter.homework}.ipynb"' in chinese
     index_js = (out / "search-index.js").read_text(encoding="utf-8")
     assert f'"href":"zh_CN/{chapter.html_name}' in index_js
+    assert '"kind":"chapter","title"' in index_js and '"lang":"zh-CN"' in index_js

@@ -57,7 +57,7 @@
       title.textContent = hit.entry.e.title;
       const page = document.createElement("span");
       page.className = "td-hit-page";
-      page.textContent = hit.entry.e.page + " · " + hit.entry.e.kind;
+      page.textContent = hit.entry.e.page + " · " + hit.entry.e.kind + (hit.entry.e.lang === "zh-CN" ? " · 中文" : "");
       const text = document.createElement("span");
       text.className = "td-hit-text";
       text.textContent = snippet(hit.entry, query);

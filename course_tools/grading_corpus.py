@@ -11,7 +11,13 @@ Grading happens in a scratch copy of the course: ``generate_assignment``, one fo
 submitted/, the course's hardened parallel autograde (``course_tools.grading.autograde``: nbgrader's autograde
 with confined kernels and verdicts taken outside them), then the scores are read back from the gradebook.
 
-Usage: python -m course_tools.grading_corpus [ASSIGNMENT ...]
+In Chinese (issue 24): ``--language zh_CN`` hands in every submission as a student of the Chinese edition would,
+its markdown cells replaced by those of the Chinese student notebook (course_tools.i18n, by cell id), its code
+cells as submitted, and grades it with the English source's gradebook: the scores must be the ones the English
+corpus gets. ``--representative`` grades only a subset chosen by `representative` (the solution, the starter, and
+for each grade cell the first submission that loses it): 5 to 7 of a corpus's 50 to 64.
+
+Usage: python -m course_tools.grading_corpus [ASSIGNMENT ...] [--language zh_CN] [--representative]
 """
 
 from __future__ import annotations
@@ -83,11 +89,50 @@ def build_notebook(submission: Submission, bases: dict[str, NotebookNode]) -> No
     return nb
 
 
+def representative(submissions: list[Submission]) -> list[Submission]:
+    """A cheap subset of a corpus that still tells every grade cell apart: the solution and the starter (base with
+    no cell replaced, losing nothing / everything), then, for each grade cell in the order the corpus first names
+    it, the first submission that loses it (in ``loses`` or with partial ``scores``), in the corpus's order."""
+    chosen = [s for s in submissions if not s.cells and ((s.base == "solution" and not s.loses and not s.scores)
+                                                          or (s.base == "release" and s.loses == "all"))]
+    covered: set[str] = set()
+    for submission in submissions:
+        lost = [] if submission.loses == "all" else [*submission.loses, *submission.scores]
+        new = [cell for cell in lost if cell not in covered]
+        if new and submission not in chosen:
+            chosen.append(submission)
+        covered.update(lost)
+    return chosen
+
+
+def in_language(nb: NotebookNode, assignment: str, language: str) -> NotebookNode:
+    """The notebook as a student of the `language` edition hands it in: every markdown cell replaced by the same
+    cell (by id) of that edition's student notebook, built from the English one and its catalogue; code cells and
+    metadata as submitted. nbgrader never locks or grades a markdown cell (`make i18n-check`), so the English
+    gradebook's checksums still hold."""
+    from course_tools import i18n
+
+    if language != i18n.LANGUAGE:
+        raise ValueError(f"no {language!r} edition: the course's other language is {i18n.LANGUAGE}")
+    student = f"exercises/{assignment}/{assignment}.ipynb"
+    edition = {c.id: c for c in i18n.build_notebook(student, i18n.load(i18n.catalogue_path(student))).cells}
+    translated = copy.deepcopy(nb)
+    for cell in translated.cells:
+        if cell.cell_type != "markdown":
+            continue
+        if cell.get("id") not in edition or edition[cell.id].cell_type != "markdown":
+            raise ValueError(f"{assignment}: markdown cell {cell.get('id')} is not in the {language} student notebook")
+        cell.source = edition[cell.id].source
+    return translated
+
+
 def grade(assignment: str, submissions: list[Submission], scratch: Path, args: tuple[str, ...] = (),
-          db_url: str | None = None, config_extra: str = "") -> dict[str, dict[str, tuple[float, float]]]:
+          db_url: str | None = None, config_extra: str = "",
+          language: str | None = None) -> dict[str, dict[str, tuple[float, float]]]:
     """Autograde the submissions in a scratch course; per student, grade cell -> (score, max score). ``args`` go to
     the autograde command (an engine, a scheduler); ``db_url`` is the gradebook (default: SQLite in the course);
-    ``config_extra`` is added to the course's nbgrader_config.py."""
+    ``config_extra`` is added to the course's nbgrader_config.py; ``language`` (zh_CN) hands every submission in
+    with that edition's markdown (`in_language`), graded with the same English source and gradebook."""
     course = scratch / "course"
     course.mkdir(parents=True)
     (course / "nbgrader_config.py").write_text((COURSE / "nbgrader_config.py").read_text() + "\n" + config_extra + "\n")
@@ -102,7 +147,8 @@ def grade(assignment: str, submissions: list[Submission], scratch: Path, args: t
     for submission in submissions:
         folder = course / "submitted" / submission.name / assignment
         folder.mkdir(parents=True)
-        nbformat.write(build_notebook(submission, bases), folder / notebook_name)
+        nb = build_notebook(submission, bases)
+        nbformat.write(in_language(nb, assignment, language) if language else nb, folder / notebook_name)
     extra = [*args, *(["--db-url", db_url] if db_url else [])]
     if autograde.main([assignment, "--course", str(course), "--force", *extra]) != 0:
         raise RuntimeError(f"autograding the {assignment} corpus left submissions ungraded (see the log above)")
@@ -139,16 +185,22 @@ def problems(submission: Submission, scores: dict[str, tuple[float, float]]) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("assignments", nargs="*", help="default: every ready assignment of course.toml")
+    parser.add_argument("--language", help="hand the submissions in with this edition's markdown (zh_CN)")
+    parser.add_argument("--representative", action="store_true",
+                        help="only the solution, the starter and one submission losing each grade cell")
+    options = parser.parse_args(argv)
     try:
-        names = select_assignments(parser.parse_args(argv).assignments)
+        names = select_assignments(options.assignments)
     except UnknownAssignment as exc:
         print(exc, file=sys.stderr)
         return 2
     failures = []
     for assignment in names:
         submissions = load_corpus(assignment)
+        if options.representative:
+            submissions = representative(submissions)
         with tempfile.TemporaryDirectory(prefix="corpus-") as scratch:
-            scores = grade(assignment, submissions, Path(scratch))
+            scores = grade(assignment, submissions, Path(scratch), language=options.language)
         for submission in submissions:
             found = problems(submission, scores[submission.name])
             total = sum(s for s, _ in scores[submission.name].values())

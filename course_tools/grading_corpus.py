@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -53,6 +54,7 @@ class Submission:
     cells: dict[str, str] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)  # grade cell -> points, for partial credit
     violates: list[str] = field(default_factory=list)  # requirement ids it breaks (course_tools.requirements)
+    language: str | None = None  # handed in with this edition's markdown (`in_language`), e.g. zh_CN
 
 
 def corpus_path(assignment: str) -> Path:
@@ -87,6 +89,18 @@ def build_notebook(submission: Submission, bases: dict[str, NotebookNode]) -> No
     for grade_id, source in submission.cells.items():
         solution_cells[grade_id].source = source.strip("\n")
     return nb
+
+
+def translated_twins(assignment: str, submissions: list[Submission]) -> list[Submission]:
+    """The representative subset handed in again in each language whose student notebook of this assignment is
+    ready (course.toml), named ``<name>-<language>``: graded in the same run as the English corpus, each must get
+    the scores its English twin deserves."""
+    from course_tools import i18n
+
+    if not i18n.notebooks().get(f"exercises/{assignment}/{assignment}.ipynb"):
+        return []
+    return [dataclasses.replace(s, name=f"{s.name}-{i18n.LANGUAGE}", language=i18n.LANGUAGE)
+            for s in representative(submissions)]
 
 
 def representative(submissions: list[Submission]) -> list[Submission]:
@@ -148,7 +162,8 @@ def grade(assignment: str, submissions: list[Submission], scratch: Path, args: t
         folder = course / "submitted" / submission.name / assignment
         folder.mkdir(parents=True)
         nb = build_notebook(submission, bases)
-        nbformat.write(in_language(nb, assignment, language) if language else nb, folder / notebook_name)
+        edition = submission.language or language
+        nbformat.write(in_language(nb, assignment, edition) if edition else nb, folder / notebook_name)
     extra = [*args, *(["--db-url", db_url] if db_url else [])]
     if autograde.main([assignment, "--course", str(course), "--force", *extra]) != 0:
         raise RuntimeError(f"autograding the {assignment} corpus left submissions ungraded (see the log above)")

@@ -3,7 +3,7 @@ exactly the score it deserves. One corpus per ready assignment of course.toml.""
 
 import pytest
 
-from course_tools.grading_corpus import corpus_path, grade, load_corpus, problems
+from course_tools.grading_corpus import corpus_path, grade, load_corpus, problems, translated_twins
 from course_tools.release import REPO, assignments
 
 ASSIGNMENTS = assignments()
@@ -29,7 +29,10 @@ def test_corpus_covers_what_the_grading_must_tell_apart(assignment):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_each_submission_gets_the_score_it_deserves(assignment, tmp_path):
+    """The whole corpus, and (issue 24) its representative subset handed in with the Chinese edition's markdown,
+    graded in one run with the English source's gradebook: each Chinese twin must score as its English one."""
     submissions = load_corpus(assignment)
+    submissions += translated_twins(assignment, submissions)
     scores = grade(assignment, submissions, tmp_path)
     found = [p for s in submissions for p in problems(s, scores[s.name])]
     assert not found, "\n".join(found)

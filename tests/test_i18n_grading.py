@@ -5,14 +5,14 @@ A student of the Chinese edition gets exercises/<a>/<a>.ipynb with its markdown 
 grade it unchanged. These tests show it for every ready assignment whose Chinese edition is ready:
 
 - the pinned nbgrader's checksum of every grade, locked and solution cell is the same in the English and the
-  Chinese student notebook, and equals the one generate_assignment recorded;
+  Chinese student notebook, and equals the one generate_assignment recorded in the committed release
+  (exercises/, kept equal to generate_assignment's output by tests/test_release.py);
 - `nbgrader validate` says the same of the Chinese starter as of the English one (cheap: two starters);
-- a representative subset of the grading corpus (`grading_corpus.representative`: the solution, the starter and,
-  for each grade cell, the first submission that loses it; 5 to 7 of 50 to 64 submissions), handed in with the
-  Chinese markdown and graded by `course_tools.grading.autograde` (nbgrader autograde) with the English source's
-  gradebook, gets exactly the scores the corpus declares, which tests/test_grading_corpus.py checks the English
-  twins get. Cost: one generate_assignment and one autograde of 5 to 7 submissions per assignment, about as much as
-  a seventh of the English corpus test.
+- the grading corpus test (tests/test_grading_corpus.py) hands in a representative subset of each corpus
+  (`grading_corpus.representative`: the solution, the starter and, for each grade cell, the first submission that
+  loses it; 5 to 7 of 50 to 64) again with the Chinese markdown (`grading_corpus.translated_twins`), in the same
+  autograde run as the English corpus and with the English source's gradebook: each twin must get the scores its
+  English twin deserves. Graded there, the twins cost a few submissions each, not a run of their own.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import pytest
 from nbgrader.utils import compute_checksum, is_grade, is_locked, is_solution
 
 from course_tools import i18n
-from course_tools.grading_corpus import grade, in_language, load_corpus, problems, representative
-from course_tools.release import REPO, assignments, nbgrader_env, student_notebook
+from course_tools.grading_corpus import in_language, load_corpus, representative, translated_twins
+from course_tools.release import REPO, assignments, nbgrader_env
 
 READY = {n for n, ready in i18n.notebooks().items() if ready}
 ASSIGNMENTS = [a for a in assignments() if f"exercises/{a}/{a}.ipynb" in READY]
@@ -59,7 +59,7 @@ def test_the_representative_subset_tells_every_grade_cell_apart():
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_nbgrader_checksums_are_the_same_in_chinese(assignment):
     english, chinese = english_and_chinese(assignment)
-    released = {c.id: c for c in student_notebook(assignment).cells}
+    released = {c.id: c for c in english.cells}  # what generate_assignment makes (tests/test_release.py)
     checked = 0
     for en, zh in zip(english.cells, chinese.cells, strict=True):
         assert en.id == zh.id
@@ -110,9 +110,9 @@ def test_a_submission_in_chinese_keeps_its_code():
         in_language(english, assignment, "fr")
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_a_chinese_corpus_gets_the_english_scores(assignment, tmp_path):
-    submissions = representative(load_corpus(assignment))
-    scores = grade(assignment, submissions, tmp_path, language=i18n.LANGUAGE)
-    found = [p for s in submissions for p in problems(s, scores[s.name])]
-    assert not found, "\n".join(found)
+def test_the_corpus_test_grades_chinese_twins_of_every_ready_assignment():
+    for assignment in ASSIGNMENTS:
+        submissions = load_corpus(assignment)
+        twins = translated_twins(assignment, submissions)
+        assert [t.name for t in twins] == [f"{s.name}-{i18n.LANGUAGE}" for s in representative(submissions)]
+        assert all(t.language == i18n.LANGUAGE for t in twins), assignment

@@ -140,5 +140,17 @@ i18n-check: setup
 i18n-test-notebooks: i18n-build
 	$(BIN)/python -m course_tools.i18n run --device $(DEVICE) $(NOTEBOOKS)
 
+# The bug clinic's gate (issue 25; docs/authors.md "Bug clinic"): every case (template x bug operator) run on SEEDS
+# seeds in subprocesses, JOBS side by side; prints the matrix (validated, rejected and why, times) and writes
+# build/clinic/matrix.json. Not part of `make test` (5-6 minutes here). TEMPLATE="..." and OPERATOR="..." limit it.
+.PHONY: clinic-validate
+SEEDS ?= 3
+JOBS ?= 2
+TEMPLATE ?=
+OPERATOR ?=
+clinic-validate: setup
+	$(BIN)/python -m torchdoctor.clinic validate --seeds $(SEEDS) --jobs $(JOBS) --json build/clinic/matrix.json \
+		$(foreach t,$(TEMPLATE),--template $(t)) $(foreach o,$(OPERATOR),--operator $(o))
+
 clean:
 	rm -rf build

@@ -1,0 +1,52 @@
+"""``python -m torchdoctor.clinic validate|list|show``: the clinic's matrix, its operators, one mutant's source."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from torchdoctor.clinic.operators import OPERATORS, ClinicError, apply_operator
+from torchdoctor.clinic.validate import DEFAULT_WORKDIR, validate
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchdoctor.clinic", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("validate", help="run the gate on every case (or some) and print the matrix")
+    v.add_argument("--template", action="append", help="only this template (repeatable)")
+    v.add_argument("--operator", action="append", help="only this operator (repeatable)")
+    v.add_argument("--seeds", type=int, default=3, help="seeds per run (default 3)")
+    v.add_argument("--jobs", type=int, default=2, help="runs side by side (default 2)")
+    v.add_argument("--timeout", type=float, default=180, help="seconds per run (default 180)")
+    v.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="where runs write (default build/clinic)")
+    v.add_argument("--json", type=Path, help="also write the matrix as JSON here")
+    v.add_argument("--quiet", action="store_true", help="no line per run")
+    sub.add_parser("list", help="the operators, by chapter")
+    s = sub.add_parser("show", help="print a mutant's source")
+    s.add_argument("operator")
+    s.add_argument("template")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "list":
+            for op in OPERATORS:
+                print(f"{op.chapter:<13} {op.id:<24} {op.label:<27} {op.oracle:<12} {', '.join(op.templates)}")
+            return 0
+        if args.command == "show":
+            print(apply_operator(args.operator, args.template), end="")
+            return 0
+        matrix = validate(args.template, args.operator, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout,
+                          workdir=args.workdir, progress=None if args.quiet else lambda m: print(m, flush=True))
+    except ClinicError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(matrix.table())
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(matrix.to_json())
+    problems = [p for info in matrix.clean.values() for p in info["problems"]]
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

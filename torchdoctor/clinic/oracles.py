@@ -1,0 +1,76 @@
+"""Oracles: what a run's report shows (torchdoctor/clinic/runner.py writes it), and whether a run is clean."""
+
+from __future__ import annotations
+
+import math
+
+from torchdoctor.clinic.templates import TEMPLATES
+
+__all__ = ["INITIAL_LOSS_TOLERANCE", "MEMORY_GROWTH_BYTES", "accuracy_threshold", "clean_problems", "symptoms"]
+
+INITIAL_LOSS_TOLERANCE = 0.25  # as torchdoctor.sanity.check_initial_loss: |loss - ln C| <= 25% of ln C
+MEMORY_GROWTH_BYTES = 2**19  # clean templates grow by 0.02-0.04 MB, the leaks by 1.1-1.4 MB (measured)
+MIN_MARGIN = 0.02  # the accuracy oracle fires below min(clean) - max(MIN_MARGIN, 2 x the clean spread)
+
+
+def accuracy_threshold(clean_scores: list[float]) -> float:
+    """The score under which a mutant's run is worse than the clean runs: their lowest score less a margin of twice
+    their spread over seeds (at least MIN_MARGIN)."""
+    spread = max(clean_scores) - min(clean_scores)
+    return min(clean_scores) - max(MIN_MARGIN, 2 * spread)
+
+
+def _memory_growth(report: dict) -> int:
+    rss = report.get("rss") or []
+    if len(rss) < 8:
+        return 0
+    return rss[-1] - rss[len(rss) // 4]
+
+
+def symptoms(report: dict, threshold: float | None) -> dict[str, object]:
+    """Each oracle's finding on one run: a catalog id (or 'unknown error') for `error`, True/False for the others
+    (False where the run did not get far enough to show it)."""
+    if report.get("timeout"):
+        return {"error": "timeout"}
+    found: dict[str, object] = {}
+    if report["error"] is not None:
+        # A worker's error quoted by the parent's (torch.multiprocessing.spawn): the catalog's advice is to explain
+        # the quoted error on its own, so that is the error the case is about.
+        found["error"] = report.get("root_error_id") or report["error_id"] or "unknown error"
+    losses = report["losses"]
+    found["nonfinite"] = any(isinstance(x, str) for x in losses)
+    num_classes = TEMPLATES[report["template"]][1]
+    if num_classes and losses and not isinstance(losses[0], str):
+        ln_c = math.log(num_classes)
+        found["initial-loss"] = abs(losses[0] - ln_c) > INITIAL_LOSS_TOLERANCE * ln_c
+    found["frozen"] = bool(report["frozen"]) and report["error"] is None
+    found["memory"] = report["error"] is None and _memory_growth(report) > MEMORY_GROWTH_BYTES
+    if report["error"] is None:
+        score = report["score"]
+        found["accuracy"] = score is None or (threshold is not None and score < threshold)
+    return found
+
+
+def clean_problems(report: dict) -> list[str]:
+    """Why a run of a clean template fails an oracle (empty when it passes them all)."""
+    if report.get("timeout"):
+        return [f"timed out after {report['timeout']} s"]
+    problems = []
+    if report["error"] is not None:
+        last_line = report["error"].strip().splitlines()[-1]
+        problems.append(f"raised {report['error_id'] or 'an unknown error'}: {last_line}")
+    found = symptoms(report, None)
+    for oracle in ("nonfinite", "initial-loss", "frozen", "memory"):
+        if found.get(oracle):
+            problems.append(f"oracle {oracle} fires")
+    floor = TEMPLATES[report["template"]][2]
+    if report["error"] is None and (report["score"] is None or report["score"] < floor):
+        problems.append(f"score {report['score']} below the template's floor {floor} ({report['score_note']})")
+    return problems
+
+
+def fired(oracle: str, label: str, found: dict[str, object]) -> bool:
+    """Whether a mutant's run shows the operator's own oracle."""
+    if oracle == "error":
+        return found.get("error") == label
+    return "error" not in found and bool(found.get(oracle))

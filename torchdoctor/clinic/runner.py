@@ -1,0 +1,217 @@
+"""Run one clinic script in this process and report what the grader measures, as JSON.
+
+``python -m torchdoctor.clinic.runner TEMPLATE SCRIPT OUT_DIR SEED`` runs SCRIPT (a template or a mutant of it) as
+``__main__`` with ``CLINIC_SEED`` and ``CLINIC_OUT`` set, and writes ``OUT_DIR/report.json``. Nothing the script
+prints is trusted: the losses are taken from every ``backward()`` call, the resident memory after each of them,
+which parameters of the first model trained never changed, the error raised (with the catalog id ``explain()``
+gives it), and the score the runner computes itself by loading the script's checkpoint into its ``build_model()``
+and calling its ``predict()`` on held-out data the runner draws itself (a split the script never reads).
+``python -m torchdoctor.clinic.runner --serve`` is the zygote validation uses: one forked child per run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+
+def held_out(template: str) -> tuple[np.ndarray, np.ndarray]:
+    """The grader's own data for a template: never the script's training data."""
+    if template in ("digits_mlp", "digits_cnn", "ddp_digits"):
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        order = np.random.RandomState(0).permutation(len(digits.target))
+        return digits.data[order[1200:]], digits.target[order[1200:]]
+    if template == "linear_regression":
+        rng = np.random.RandomState(12345)
+        X = rng.randn(400, 3)
+        return X, X @ np.array([2.0, -3.0, 0.5]) + 1.0 + 0.1 * rng.randn(400)
+    if template == "text_classifier":
+        rng = np.random.RandomState(12345)
+        n, length, vocab = 600, 12, 50
+        labels = rng.randint(4, size=n)
+        tokens = rng.randint(20, vocab, size=(n, length))
+        for i, c in enumerate(labels):
+            where = rng.choice(length, size=3, replace=False)
+            tokens[i, where] = 5 * c + rng.randint(5, size=3)
+        return tokens, labels
+    raise ValueError(f"no held-out data for template {template!r}")
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _score(template: str, ns: dict, out_dir: Path) -> tuple[float | None, str | None]:
+    import torch
+
+    path = out_dir / "checkpoint.pt"
+    if not path.exists():
+        return None, "the script saved no checkpoint.pt"
+    model = ns["build_model"]()
+    model.load_state_dict(torch.load(path, weights_only=True)["model"])
+    X, y = held_out(template)
+    pred = ns["predict"](model, X)
+    pred = np.asarray(pred.detach().cpu() if isinstance(pred, torch.Tensor) else pred, dtype=np.float64)
+    if pred.shape != y.shape:
+        return 0.0, f"predict() returned shape {pred.shape} for {y.shape[0]} examples"
+    if template == "linear_regression":
+        return float(1.0 - ((pred - y) ** 2).mean() / y.var()), None  # R^2
+    return float((pred == y).mean()), None
+
+
+def run(template: str, script: str, out_dir: Path, seed: int) -> dict:
+    import torch
+
+    from torchdoctor.explain import explain
+
+    torch.set_num_threads(1)
+    os.environ["CLINIC_SEED"], os.environ["CLINIC_OUT"] = str(seed), str(out_dir)
+    report: dict = {"template": template, "seed": seed, "losses": [], "rss": [], "error": None, "error_id": None,
+                    "root_error_id": None,
+                    "frozen": [], "parameters": 0, "score": None, "score_note": None, "warning_ids": []}
+
+    original_backward = torch.Tensor.backward
+
+    def backward(self, *args, **kwargs):
+        if self.numel() == 1:
+            report["losses"].append(float(self.detach().float()))
+        result = original_backward(self, *args, **kwargs)
+        report["rss"].append(_rss())
+        return result
+
+    tracked: dict = {}
+    depth = [0]
+
+    def pre_hook(module, args):
+        if depth[0] == 0 and "module" not in tracked and module.training and any(True for _ in module.parameters()):
+            tracked["module"] = module
+            tracked["before"] = {n: p.detach().clone() for n, p in module.named_parameters()}
+        depth[0] += 1
+
+    def post_hook(module, args, output):
+        depth[0] -= 1
+
+    from torch.nn.modules import module as module_mod
+
+    handles = [module_mod.register_module_forward_pre_hook(pre_hook),
+               module_mod.register_module_forward_hook(post_hook, always_call=True)]
+    torch.Tensor.backward = backward
+    ns: dict | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            ns = runpy.run_path(script, run_name="__main__")
+        except BaseException as e:  # noqa: B036  (SystemExit and KeyboardInterrupt are the script's errors too)
+            report["error"] = "".join(traceback.format_exception(e))[-4000:]
+            diagnosis = explain(e)
+            report["error_id"] = diagnosis.id if diagnosis else None
+            if type(e).__name__ == "ProcessRaisedException":  # a spawned worker's traceback, quoted in the message
+                root = explain(str(e).split("terminated with the following error:", 1)[-1])
+                report["root_error_id"] = root.id if root else None
+        finally:
+            torch.Tensor.backward = original_backward
+            for h in handles:
+                h.remove()
+    for w in caught:
+        diagnosis = explain(f"{w.category.__name__}: {w.message}")
+        if diagnosis and diagnosis.id not in report["warning_ids"]:
+            report["warning_ids"].append(diagnosis.id)
+    if "module" in tracked:
+        module = tracked["module"]
+        named = dict(module.named_parameters())
+        report["parameters"] = len(named)
+        report["frozen"] = [n for n, before in tracked["before"].items() if torch.equal(named[n].detach(), before)]
+    if ns is not None:
+        try:
+            report["score"], report["score_note"] = _score(template, ns, out_dir)
+        except Exception as e:
+            report["score_note"] = f"evaluation failed: {type(e).__name__}: {e}"
+    report["losses"] = [x if math.isfinite(x) else str(x) for x in report["losses"]]
+    return report
+
+
+def _child(template: str, script: str, out: Path, seed: int) -> None:
+    """In a forked child: its own process group (a timeout kills the script's processes too), output to a file."""
+    os.setpgid(0, 0)
+    os.chdir(out)
+    fd = os.open(out / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+    code = 0
+    try:
+        report = run(template, script, out, seed)
+        (out / "report.json").write_text(json.dumps(report))
+    except BaseException:  # noqa: B036  (the runner's own failure: reported by the missing report.json)
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve() -> int:
+    """The zygote: import torch, scikit-learn and the catalog once, then fork one child per request read from stdin
+    (a JSON line: template, script, out, seed, timeout) and answer a JSON line when it ends or is killed at its
+    time limit. Importing torch costs far more than training a template, so this is what keeps the matrix short."""
+    import sklearn.datasets  # noqa: F401
+    import torch
+
+    import torchdoctor.explain  # noqa: F401
+
+    torch.set_num_threads(1)
+    for line in sys.stdin:
+        request = json.loads(line)
+        out = Path(request["out"])
+        start = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            _child(request["template"], request["script"], out, int(request["seed"]))
+        timed_out, status = False, 0
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() - start > request["timeout"]:
+                timed_out = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
+                break
+            time.sleep(0.02)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)  # whatever the script left running (spawned workers)
+        answer = {"timed_out": timed_out, "exit": os.waitstatus_to_exitcode(status),
+                  "wall_s": round(time.monotonic() - start, 2)}
+        print(json.dumps(answer), flush=True)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--serve"]:
+        return serve()
+    template, script, out_dir, seed = argv
+    out = Path(out_dir)
+    report = run(template, script, out, int(seed))
+    (out / "report.json").write_text(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

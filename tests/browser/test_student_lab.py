@@ -121,6 +121,7 @@ def test_the_cheat_sheet_search_finds_a_pasted_message(student_lab, page, shot, 
     jlab.open_notebook(page, student_lab, "course/cheatsheet.ipynb")
     jlab.run_all(page)
     search = page.locator(f"{jlab.NOTEBOOK} input[placeholder^='search words']")
+    jlab.wait_for_widget(page, search, jlab.cells_with_code(page, "interactive_cheatsheet()").last)
     search.fill(message)
     search.press("Enter")
     widget = page.locator(f"{jlab.NOTEBOOK} .widget-vbox").first

@@ -79,7 +79,8 @@ def wait_for_widget(page, target, cell, first_wait_ms: int = 60_000) -> None:
         target.wait_for(timeout=first_wait_ms)
     except PlaywrightTimeout:
         shown = cell.locator(".jp-OutputArea").inner_text()
-        print(f"widget not drawn {first_wait_ms / 1000:.0f} s after its cell ran (the cell shows {shown!r}): running it again")
+        print(f"widget not drawn {first_wait_ms / 1000:.0f} s after its cell ran (the cell shows {shown!r}): "
+              "running it again")
         run_cell(page, cell)
         target.wait_for()
 

@@ -1,4 +1,5 @@
-"""``python -m torchdoctor.clinic validate|list|show``: the clinic's matrix, its operators, one mutant's source."""
+"""``python -m torchdoctor.clinic validate|list|show|cases``: the clinic's matrix, its operators, one mutant's source,
+and the students' list of validated cases (torchdoctor/clinic/cases.json) written from the matrix."""
 
 from __future__ import annotations
 
@@ -26,11 +27,23 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("show", help="print a mutant's source")
     s.add_argument("operator")
     s.add_argument("template")
+    c = sub.add_parser("cases", help="write the validated cases students draw from (cases.json) from the matrix")
+    c.add_argument("--matrix", type=Path, default=DEFAULT_WORKDIR / "matrix.json",
+                   help="the gate's JSON (default build/clinic/matrix.json, from `make clinic-validate`)")
+    c.add_argument("--out", type=Path, help="where to write (default torchdoctor/clinic/cases.json)")
     args = parser.parse_args(argv)
     try:
         if args.command == "list":
             for op in OPERATORS:
                 print(f"{op.chapter:<13} {op.id:<24} {op.label:<27} {op.oracle:<12} {', '.join(op.templates)}")
+            return 0
+        if args.command == "cases":
+            from torchdoctor.clinic.practice import CASES_PATH, write_cases
+
+            data = write_cases(args.matrix, args.out or CASES_PATH)
+            kinds = {k: sum(c["kind"] == k for c in data["cases"]) for k in ("error", "silent")}
+            print(f"{len(data['cases'])} validated cases ({kinds['error']} errors, {kinds['silent']} silent) "
+                  f"written to {args.out or CASES_PATH}")
             return 0
         if args.command == "show":
             print(apply_operator(args.operator, args.template), end="")

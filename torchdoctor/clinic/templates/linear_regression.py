@@ -9,7 +9,9 @@ from torch.utils.data import DataLoader, Dataset
 
 SEED = int(os.environ.get("CLINIC_SEED", "0"))
 OUT = os.environ.get("CLINIC_OUT", ".")
+# --- protected: the number of epochs ---
 EPOCHS = 10
+# --- end protected ---
 torch.manual_seed(SEED)
 
 # --- protected: the data (the grader draws its own points from the same law) ---
@@ -36,9 +38,11 @@ def build_model():
     return nn.Linear(3, 1)
 
 
+# --- protected: evaluation (the grader calls predict() on data of its own) ---
 def predict(model, X):
     with torch.no_grad():
         return model(torch.tensor(X, dtype=torch.float32)).squeeze(1)
+# --- end protected ---
 
 
 def main():

@@ -9,7 +9,9 @@ from torch.utils.data import DataLoader, Dataset
 
 SEED = int(os.environ.get("CLINIC_SEED", "0"))
 OUT = os.environ.get("CLINIC_OUT", ".")
+# --- protected: the number of epochs ---
 EPOCHS = 6
+# --- end protected ---
 VOCAB, LENGTH, NUM_CLASSES = 50, 12, 4
 torch.manual_seed(SEED)
 
@@ -54,10 +56,12 @@ def build_model(vocab_size=VOCAB):
     return BagOfEmbeddings(vocab_size)
 
 
+# --- protected: evaluation (the grader calls predict() on data of its own) ---
 def predict(model, tokens):
     model.eval()
     with torch.no_grad():
         return model(torch.tensor(tokens, dtype=torch.long)).argmax(dim=1)
+# --- end protected ---
 
 
 def main():

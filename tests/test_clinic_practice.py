@@ -1,0 +1,216 @@
+"""The bug clinic's student API (torchdoctor/clinic/practice.py): case codes, filters, clear errors, the closed list
+of diagnoses, and fixes checked by real runs (one fast template: linear regression, a few seconds a run)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from torchdoctor.clinic import OPERATORS, ClinicError, get_operator, template_source
+from torchdoctor.clinic.practice import (
+    CASES_PATH,
+    KINDS,
+    SYMPTOM_SECTIONS,
+    Case,
+    available,
+    chapter_pointer,
+    draw,
+    protected_regions,
+    write_cases,
+)
+
+CASES = json.loads(CASES_PATH.read_text())["cases"]
+
+
+def test_the_cases_are_validated_and_still_apply():
+    assert len(CASES) >= 24
+    for entry in CASES:
+        case = Case(entry["template"], entry["operator"], 0)  # raises when a script changed since validation
+        assert case.kind == ("error" if get_operator(entry["operator"]).oracle == "error" else "silent")
+    assert {e["kind"] for e in CASES} == set(KINDS)
+
+
+def test_cases_json_is_written_from_the_matrix_with_validated_cases_only(tmp_path):
+    matrix = {"seeds": [0], "clean": {"linear_regression": {"scores": [0.99], "threshold": 0.97, "problems": []}},
+              "cases": [{"operator": "learning-rate-too-high", "template": "linear_regression", "validated": True},
+                        {"operator": "no-zero-grad", "template": "linear_regression", "validated": False}]}
+    (tmp_path / "matrix.json").write_text(json.dumps(matrix))
+    data = write_cases(tmp_path / "matrix.json", tmp_path / "cases.json")
+    assert [c["operator"] for c in data["cases"]] == ["learning-rate-too-high"]
+    assert json.loads((tmp_path / "cases.json").read_text()) == data
+
+
+def test_every_code_round_trips_and_codes_do_not_collide():
+    codes = set()
+    for entry in CASES:
+        for seed in (0, 7, 2**20 - 1):
+            case = Case(entry["template"], entry["operator"], seed)
+            again = Case.from_code(case.code)
+            assert (again.template, again.seed, again.script) == (case.template, seed, case.script)
+            assert again.choices() == case.choices()
+            codes.add(case.code)
+    assert len(codes) == 3 * len(CASES)
+    hashes = {(t, op.id) for op in OPERATORS for t in op.templates}
+    from torchdoctor.clinic.practice import _pairs_by_hash
+
+    assert len(_pairs_by_hash()) == len(hashes)
+
+
+def test_a_code_hides_the_bug_and_survives_small_typos():
+    case = Case("digits_mlp", "detach-hidden", 7)
+    assert "detach" not in case.code and "digits" not in case.code and "detach" not in repr(case)
+    assert Case.from_code(case.code.lower().replace("0", "o")) == case
+    assert Case.from_code(" c-" + case.code[2:].replace("-", "") + " ") == case
+
+
+@pytest.mark.parametrize("code, message", [
+    ("X-1234-5678", "is not a case code"),
+    ("C-12345", "8 letters and digits"),
+    ("C-UUUU-UUUU", "which no code uses"),
+    (42, "is a string"),
+])
+def test_bad_codes_say_what_is_wrong(code, message):
+    with pytest.raises(ClinicError, match=message):
+        Case.from_code(code)
+
+
+def test_a_mistyped_code_is_caught_by_its_check_character():
+    code = Case("digits_mlp", "detach-hidden", 7).code
+    wrong = 0
+    for i in range(2, len(code)):
+        if code[i] == "-":
+            continue
+        other = "0" if code[i] != "0" else "1"
+        try:
+            Case.from_code(code[:i] + other + code[i + 1:])
+        except ClinicError as e:
+            assert "mistyped" in str(e) or "names no case" in str(e) or "does not offer" in str(e)
+            wrong += 1
+    assert wrong >= 6
+
+
+def test_draw_filters_by_chapter_and_kind_and_gives_new_cases():
+    for slug in {e["chapter"] for e in CASES}:
+        kinds = {e["kind"] for e in CASES if e["chapter"] == slug}
+        for kind in kinds:
+            case = draw(chapter=slug, kind=kind)
+            assert (case.chapter, case.kind) == (slug, kind)
+    codes = [draw().code for _ in range(20)]
+    assert all(a != b for a, b in zip(codes, codes[1:], strict=False))
+    assert len(set(codes)) >= 15
+    assert draw("gradients", "silent", seed=3) == draw("gradients", "silent", seed=3)
+    assert draw(seed=5).seed == 5
+    assert len(available(kind="error")) + len(available(kind="silent")) == len(available()) == len(CASES)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"chapter": "nope"}, r"no chapter 'nope'.*valid chapter slugs: .*gradients"),
+    ({"kind": "hard"}, r"unknown kind 'hard'; valid: 'error'"),
+    ({"kind": "two"}, r"Pairs of bugs \('two'\) are not offered"),
+    ({"chapter": "memory", "kind": "error"}, r"chapter 'memory' has no case of kind 'error'; it has: silent"),
+    ({"seed": -1}, "seed must be a whole number"),
+])
+def test_bad_filters_say_what_is_valid(kwargs, message):
+    with pytest.raises(ClinicError, match=message):
+        draw(**kwargs)
+
+
+def test_distractors_share_the_symptom_and_exclude_the_truth():
+    for entry in CASES:
+        case = Case(entry["template"], entry["operator"], 11)
+        options = case.choices()
+        truth = get_operator(entry["operator"])
+        assert options.count(truth.description) == 1 and len(options) == len(set(options)) == 4
+        distractors = case._distractor_operators()
+        assert truth not in distractors and len(distractors) == 3
+        same = [op for op in distractors if op.oracle == truth.oracle]
+        available_same = {op.description for op in OPERATORS if op.oracle == truth.oracle} - {truth.description}
+        assert len(same) == min(3, len(available_same)), entry  # the same oracle first, others only to fill
+        assert all(op.oracle != "error" for op in distractors if op.oracle != truth.oracle)
+    case = Case("digits_mlp", "first-layer-width", 1)
+    assert any(op.label == "mat1-mat2-shapes" for op in case._distractor_operators())  # same error first
+    orders = {tuple(Case("digits_mlp", "first-layer-width", s).choices()) for s in range(6)}
+    assert len(orders) > 1  # shuffled by the code
+
+
+def test_a_wrong_diagnosis_is_refused_and_the_right_one_accepted():
+    case = Case("linear_regression", "learning-rate-too-high", 0)
+    options = case.choices()
+    right = options.index(get_operator("learning-rate-too-high").description)
+    assert case.check_diagnosis(right).ok
+    assert case.check_diagnosis(options[right].upper()).ok
+    wrong = case.check_diagnosis((right + 1) % len(options))
+    assert not wrong.ok and "is not what is wrong" in repr(wrong)
+    with pytest.raises(ClinicError, match="indices are 0 to 3"):
+        case.check_diagnosis(9)
+    with pytest.raises(ClinicError, match="not one of case.choices"):
+        case.check_diagnosis("the GPU is broken")
+
+
+def test_protected_regions_are_marked_in_every_template():
+    for template in ("digits_mlp", "digits_cnn", "linear_regression", "text_classifier", "ddp_digits"):
+        names = [r.name for r in protected_regions(template_source(template))]
+        assert len(names) == 3 and "the number of epochs" in names and "evaluation" in names, template
+    for entry in CASES:  # the working script and the untouched buggy one are never refused as edits
+        case = Case(entry["template"], entry["operator"], 0)
+        assert case.protected_changes(case.reference_fix()) == [], entry
+        assert case.protected_changes(case.script) == [], entry
+
+
+def test_chapter_pointers_name_a_section():
+    for oracle, (slug, start) in SYMPTOM_SECTIONS.items():
+        assert "section “" + start in chapter_pointer(slug, start), oracle
+    assert "section “2. `backward()` on a non-scalar" in chapter_pointer("gradients", error_id="non-scalar-backward")
+
+
+LR = ("torch.optim.SGD(model.parameters(), lr=5.0)", "torch.optim.SGD(model.parameters(), lr=0.05)")
+
+
+@pytest.fixture(scope="module")
+def nan_case():
+    return Case("linear_regression", "learning-rate-too-high", 1)
+
+
+def test_the_buggy_script_runs_and_shows_its_symptom(nan_case):
+    run = nan_case.run(timeout=120)
+    assert run.found["nonfinite"] and "<-- symptom" in repr(run) and "epoch 0" in run.output
+
+
+def test_the_clean_template_passes_and_the_unmodified_case_fails(nan_case, tmp_path):
+    assert nan_case.reference_fix() == template_source("linear_regression")
+    path = tmp_path / "fixed.py"
+    path.write_text(nan_case.script.replace(*LR))
+    passed = nan_case.check_fix(str(path), timeout=120)
+    assert passed.ok, repr(passed)
+    failed = nan_case.check_fix(nan_case.script, timeout=120)
+    assert not failed.ok and any("NaN or infinite" in p and "section “5. NaN" in p for p in failed.problems)
+
+
+@pytest.mark.parametrize("edit", [
+    ("EPOCHS = 10", "EPOCHS = 3"),  # fewer epochs
+    ("X_train = rng.randn(800, 3)", "X_train = rng.randn(400, 3)"),  # another data split
+    ("        return model(torch.tensor(X, dtype=torch.float32)).squeeze(1)",  # evaluation changed
+     "        return model(torch.tensor(X, dtype=torch.float32)).squeeze(1) * 0 + y_train.mean()"),
+    ("    loader = DataLoader(", "    X_train = X_train[:50]\n    loader = DataLoader("),  # a protected name redefined
+    ("# --- end protected ---\n\n\nclass Points", "\n\nclass Points"),  # a marker removed
+])
+def test_a_fix_that_edits_a_protected_region_is_refused_before_it_runs(nan_case, edit):
+    source = nan_case.script.replace(*LR)
+    assert source.count(edit[0]) == 1
+    verdict = nan_case.check_fix(source.replace(*edit))
+    assert not verdict.ok and verdict.run is None and "refused" in verdict.title, repr(verdict)
+
+
+def test_a_bug_inside_a_protected_region_may_be_undone_there_only():
+    case = Case("digits_cnn", "argmax-over-batch", 0)
+    assert case.protected_changes(case.reference_fix()) == []
+    other = case.script.replace("argmax(dim=0)", "argmax(dim=-1) + 0")
+    assert "with only the bug undone" in case.protected_changes(other)[0]
+
+
+def test_a_bad_path_or_syntax_is_a_clear_answer(nan_case, tmp_path):
+    with pytest.raises(ClinicError, match="no file"):
+        nan_case.check_fix(str(tmp_path / "missing.py"))
+    verdict = nan_case.check_fix("def broken(:\n    pass\n")
+    assert not verdict.ok and "not valid Python" in verdict.title

@@ -1,0 +1,703 @@
+"""The bug clinic for students: draw a validated case, run it, diagnose it from a closed list, fix it, check the fix.
+
+    >>> from torchdoctor.clinic.practice import draw, Case
+    >>> case = draw(chapter="gradients", kind="silent")   # a new case per call
+    >>> case.code                                          # share it: Case.from_code(case.code) is the same case
+    >>> print(case.script)                                 # the buggy training script
+    >>> case.run()                                         # what it printed, and what the clinic measured
+    >>> case.choices()                                     # the closed list of diagnoses
+    >>> case.check_diagnosis(2)                            # an index into choices(), or the text of a choice
+    >>> case.check_fix("my_fix.py")                        # a path or the source text of the edited script
+
+Only cases that passed the clinic's gate (``python -m torchdoctor.clinic validate``: on three seeds the clean
+script passes every oracle, the buggy one fires its own, the reverted one passes) are offered; they are listed in
+``cases.json`` beside this module, written from the gate's matrix by ``python -m torchdoctor.clinic cases``. A case
+is a template, a bug operator and a run seed (the seed of the script's weights and batch order), so the stream of
+cases has no end. Its code, such as ``C-7Q2M-0K4D``, hides which bug it is: it encodes the template and operator
+(by a 16-bit hash of their names) and the seed, shuffled so that two codes of one bug look unrelated, and a check
+character that catches most typos.
+
+Scripts run in a separate process (the clinic's runner, forked from a process that has imported torch once) with a
+time limit; nothing a script prints is trusted: the runner measures the losses, the parameters that never changed,
+memory, the error raised, and the score of the saved model on data of its own. A fix passes when every oracle is
+quiet and the protected regions of the template (the data split, the number of epochs, the evaluation) are as in
+the working script: lowering the bar does not pass.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import functools
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import signal
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchdoctor.clinic.operators import OPERATORS, ClinicError, Operator, apply_operator, get_operator, revert
+from torchdoctor.clinic.oracles import symptoms
+from torchdoctor.clinic.templates import TEMPLATES, template_source
+
+__all__ = ["CASES_PATH", "KINDS", "Case", "Feedback", "Run", "available", "chapter_pointer", "draw",
+           "protected_regions", "write_cases"]
+
+CASES_PATH = Path(__file__).with_name("cases.json")
+KINDS = {"error": "one bug that raises an error", "silent": "one bug that raises nothing but shows a symptom"}
+MAX_SEED = 2**20 - 1
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32: no I, L, O, U
+_TYPOS = str.maketrans({"O": "0", "I": "1", "L": "1"})
+DEFAULT_TIMEOUT = 120.0
+
+# Where the course teaches each symptom: (chapter slug, how the section's heading starts).
+SYMPTOM_SECTIONS = {
+    "frozen": ("gradients", "1."),
+    "nonfinite": ("convergence", "5."),
+    "initial-loss": ("convergence", "2."),
+    "memory": ("memory", "4."),
+    "accuracy": ("accuracy", "5."),
+}
+SYMPTOM_TEXT = {
+    "frozen": "some parameters never changed during training",
+    "nonfinite": "a loss passed to backward() was NaN or infinite",
+    "initial-loss": "the first loss is far from ln C, the loss of a model that has learnt nothing yet",
+    "memory": "memory grew with every training step",
+    "accuracy": "the grader's score on its own held-out data is below the working script's",
+}
+
+
+# --- cases.json: the gate's validated cases ---------------------------------------------------------------------
+
+
+def _fingerprint(source: str) -> str:
+    """The code of a script without its comments and layout (a marker comment added later changes nothing)."""
+    return hashlib.sha256(ast.dump(ast.parse(source)).encode()).hexdigest()[:16]
+
+
+def write_cases(matrix_path: Path | str = "build/clinic/matrix.json", out: Path | str = CASES_PATH) -> dict:
+    """Write ``cases.json`` from the gate's matrix (``validate --json``): its validated cases only, each with its
+    kind and the fingerprints of the clean and buggy scripts it was validated on, and each template's clean scores
+    and accuracy threshold. Returns what it wrote."""
+    matrix = json.loads(Path(matrix_path).read_text())
+    cases = []
+    for c in matrix["cases"]:
+        if not c["validated"]:
+            continue
+        template, op = c["template"], get_operator(c["operator"])
+        cases.append({"template": template, "operator": op.id, "chapter": op.chapter, "label": op.label,
+                      "oracle": op.oracle, "kind": "error" if op.oracle == "error" else "silent",
+                      "mutant": _fingerprint(apply_operator(op, template))})
+    used = sorted({c["template"] for c in cases})
+    data = {"seeds": matrix["seeds"],
+            "templates": {t: {"scores": matrix["clean"][t]["scores"], "threshold": matrix["clean"][t]["threshold"],
+                              "clean": _fingerprint(template_source(t))} for t in used},
+            "cases": sorted(cases, key=lambda c: (c["chapter"], c["operator"], c["template"]))}
+    Path(out).write_text(json.dumps(data, indent=1) + "\n")
+    return data
+
+
+@functools.cache
+def _cases_file() -> dict:
+    if not CASES_PATH.exists():
+        raise ClinicError(f"{CASES_PATH} is missing: run `python -m torchdoctor.clinic cases` after the gate")
+    return json.loads(CASES_PATH.read_text())
+
+
+def available(chapter: str | None = None, kind: str | None = None) -> list[dict]:
+    """The validated cases (template x operator), filtered by chapter slug and kind; a clear error for an unknown
+    chapter or kind, or a filter that leaves nothing."""
+    entries = _cases_file()["cases"]
+    if kind is not None and kind not in KINDS:
+        extra = (" Pairs of bugs ('two') are not offered: the clinic cannot yet show that each bug of a pair needs "
+                 "its own fix." if kind == "two" else "")
+        raise ClinicError(f"unknown kind {kind!r}; valid: {', '.join(f'{k!r} ({v})' for k, v in KINDS.items())}."
+                          + extra)
+    slugs = sorted({e["chapter"] for e in entries}, key=_chapter_position)
+    if chapter is not None and chapter not in slugs:
+        raise ClinicError(f"no chapter {chapter!r} in the clinic; valid chapter slugs: {', '.join(slugs)}")
+    chosen = [e for e in entries if chapter in (None, e["chapter"]) and kind in (None, e["kind"])]
+    if not chosen:
+        kinds = sorted({e["kind"] for e in entries if e["chapter"] == chapter})
+        raise ClinicError(f"chapter {chapter!r} has no case of kind {kind!r}; it has: {', '.join(kinds)}")
+    return chosen
+
+
+def _chapter_position(slug: str) -> int:
+    try:
+        return [c.slug for c in _manifest().chapters].index(slug)
+    except (ValueError, AttributeError):
+        return 99
+
+
+# --- case codes -------------------------------------------------------------------------------------------------
+
+
+def _pair_hash(template: str, operator: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{template}/{operator}".encode()).digest()[:2], "big")
+
+
+def _check_bits(payload: int) -> int:
+    return hashlib.sha256(payload.to_bytes(5, "big")).digest()[0] & 0xF
+
+
+def _feistel(payload: int, decode: bool = False) -> int:
+    """A reversible shuffle of the 36 bits, so that codes of the same bug share no visible part."""
+    left, right = payload >> 18, payload & 0x3FFFF
+    rounds = range(3, -1, -1) if decode else range(4)
+    for r in rounds:
+        if decode:
+            left, right = right ^ _round(r, left), left
+        else:
+            left, right = right, left ^ _round(r, right)
+    return (left << 18) | right
+
+
+def _round(r: int, half: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"clinic/{r}/{half}".encode()).digest()[:3], "big") & 0x3FFFF
+
+
+def _encode(template: str, operator: str, seed: int) -> str:
+    payload = _feistel((_pair_hash(template, operator) << 20) | seed)
+    number = (payload << 4) | _check_bits(payload)
+    chars = "".join(_ALPHABET[(number >> shift) & 31] for shift in range(35, -1, -5))
+    return f"C-{chars[:4]}-{chars[4:]}"
+
+
+@functools.cache
+def _pairs_by_hash() -> dict[int, tuple[str, str]]:
+    pairs: dict[int, tuple[str, str]] = {}
+    for op in OPERATORS:
+        for t in op.templates:
+            h = _pair_hash(t, op.id)
+            if h in pairs:  # tests/test_clinic_practice.py keeps this from happening
+                raise ClinicError(f"case codes collide: {pairs[h]} and {(t, op.id)}")
+            pairs[h] = (t, op.id)
+    return pairs
+
+
+def _decode(code: str) -> tuple[str, str, int]:
+    if not isinstance(code, str):
+        raise ClinicError(f"a case code is a string like 'C-7Q2M-0K4D', not {type(code).__name__}")
+    text = code.strip().upper().translate(_TYPOS)
+    if not text.startswith("C-"):
+        raise ClinicError(f"{code!r} is not a case code: a case code looks like 'C-7Q2M-0K4D' (C, a dash, 8 "
+                          "letters and digits)")
+    body = text[2:].replace("-", "").replace(" ", "")
+    bad = sorted(set(body) - set(_ALPHABET))
+    if len(body) != 8 or bad:
+        why = f"it has the characters {''.join(bad)!r}, which no code uses" if bad else f"it has {len(body)}"
+        raise ClinicError(f"{code!r} is not a case code: after 'C-' come 8 letters and digits; {why}")
+    number = 0
+    for ch in body:
+        number = number * 32 + _ALPHABET.index(ch)
+    payload, check = number >> 4, number & 0xF
+    if _check_bits(payload) != check:
+        raise ClinicError(f"{code!r} is not a valid case code (its check character does not match): a character "
+                          "was probably mistyped; copy the code again")
+    payload = _feistel(payload, decode=True)
+    pair = _pairs_by_hash().get(payload >> 20)
+    if pair is None:
+        raise ClinicError(f"{code!r} names no case of this version of the clinic")
+    return pair[0], pair[1], payload & MAX_SEED
+
+
+# --- protected regions ------------------------------------------------------------------------------------------
+
+_START = re.compile(r"^# --- protected: (?P<what>.+?) ---\s*$")
+_END = re.compile(r"^# --- end protected ---\s*$")
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str  # "the data split", "the number of epochs", "evaluation"
+    why: str  # the rest of the marker's text
+    start: int  # line number (1-based) of the start marker
+    end: int  # line number of the end marker
+    text: str  # the lines between the markers
+
+
+def protected_regions(source: str) -> list[Region]:
+    """The regions a template marks ``# --- protected: what (why) ---`` ... ``# --- end protected ---``."""
+    regions, current = [], None
+    lines = source.splitlines()
+    for number, line in enumerate(lines, 1):
+        m = _START.match(line)
+        if m and current is None:
+            current = (m.group("what"), number)
+        elif _END.match(line) and current is not None:
+            what, start = current
+            name, _, why = what.partition(" (")
+            regions.append(Region(name, why.rstrip(")"), start, number, "\n".join(lines[start:number - 1])))
+            current = None
+    return regions
+
+
+def _normalised(text: str) -> str:
+    try:
+        return ast.dump(ast.parse(text))
+    except SyntaxError:
+        return "\n".join(line.split("#")[0].rstrip() for line in text.splitlines() if line.strip())
+
+
+def _bound_names(text: str) -> set[str]:
+    """The names a protected region defines (assigned, or defined as functions)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        for sub in ast.walk(node) if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) else ():
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                names.add(sub.id)
+    return names
+
+
+# --- chapters and sections --------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _manifest():
+    try:
+        from torchdoctor.manifest import load_manifest
+
+        return load_manifest()
+    except Exception:  # a graded kernel may run without the repository's course.toml
+        return None
+
+
+@functools.cache
+def _headings(notebook: str) -> list[tuple[str, list[str]]]:
+    """A notebook's '## ' headings, each with the catalog ids its cells declare to raise below it."""
+    manifest = _manifest()
+    if manifest is None:
+        return []
+    from torchdoctor.manifest import manifest_path
+
+    path = manifest_path().parent / notebook
+    if not path.exists():
+        return []
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    found: list[tuple[str, list[str]]] = []
+    for cell in cells:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "markdown":
+            found += [(line[3:].strip(), []) for line in source.splitlines() if line.startswith("## ")]
+        raises = cell.get("metadata", {}).get("torchdoctor", {}).get("raises")
+        if raises and found:
+            found[-1][1].append(raises.get("id"))
+    return found
+
+
+def chapter_pointer(slug: str, heading_start: str | None = None, error_id: str | None = None) -> str:
+    """'course/02_gradients.ipynb, § 1. No `grad_fn`...' : where the course teaches something."""
+    manifest = _manifest()
+    if manifest is None:
+        return f"chapter {slug!r}"
+    try:
+        chapter = manifest.chapter(slug)
+    except KeyError:
+        return f"chapter {slug!r}"
+    where = f"chapter {chapter.number} ({chapter.notebook})"
+    for heading, ids in _headings(chapter.notebook):
+        if (error_id and error_id in ids) or (heading_start and heading.startswith(heading_start)):
+            return f"{where}, section “{heading}”"
+    return where
+
+
+def _error_pointer(error_id: str | None) -> str:
+    if not error_id:
+        return "chapter 0 (course/00_method.ipynb): read the traceback from the bottom up"
+    from torchdoctor import get_entry
+
+    try:
+        entry = get_entry(error_id)
+    except Exception:
+        return chapter_pointer("method", "2.")
+    return chapter_pointer(entry.chapter, error_id=error_id)
+
+
+# --- runs -------------------------------------------------------------------------------------------------------
+
+_zygote_lock = threading.Lock()
+_zygote = None
+
+
+def _run(template: str, source: str, workdir: Path, seed: int, timeout: float) -> dict:
+    """validate.run_script's run, in a runner process kept across calls (importing torch once per session)."""
+    global _zygote
+    from torchdoctor.clinic.validate import Zygote
+
+    with _zygote_lock:
+        if _zygote is None or _zygote.proc.poll() is not None:
+            _zygote = _start(Zygote)
+            atexit.register(_zygote.close)
+        try:
+            return _zygote.run(template, source, workdir, seed, timeout)
+        except BaseException:  # an interrupted wait would leave its answer in the pipe for the next run to read
+            _zygote.proc.kill()
+            _zygote = None
+            raise
+
+
+def _start(zygote_class):
+    """A runner that ignores Ctrl-C and a kernel's shutdown signal (it ends when its stdin closes)."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        return zygote_class()
+    try:
+        return zygote_class()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _workdir(code: str, what: str) -> Path:
+    root = Path(os.environ.get("TORCHDOCTOR_CLINIC_DIR") or Path(tempfile.gettempdir()) / "torchdoctor-clinic")
+    return root / code / what
+
+
+@dataclass
+class Run:
+    """One run of a script: what it printed, and what the clinic measured (``report``: the runner's report)."""
+
+    code: str
+    what: str  # "the buggy script" or "your script"
+    output: str
+    report: dict
+    found: dict
+    threshold: float
+    clean_scores: list[float]
+
+    @property
+    def error(self) -> str | None:
+        return self.report.get("error")
+
+    def text(self, tail: int = 24) -> str:
+        lines = [f"$ python script.py    # {self.what}, case {self.code}, seed {self.report.get('seed')}, "
+                 f"{self.report.get('wall_s', '?')} s"]
+        out = self.output.rstrip().splitlines()
+        if len(out) > 20:
+            out = out[:8] + [f"... ({len(out) - 16} lines) ..."] + out[-8:]
+        lines += out
+        if self.report.get("timeout"):
+            lines.append(f"(stopped: still running after {self.report['timeout']} s)")
+            return "\n".join(lines)
+        if self.error:
+            tb = self.error.rstrip().splitlines()
+            script = next((i for i, line in enumerate(tb) if line.lstrip().startswith("File") and
+                           line.rstrip().split(",")[0].endswith('script.py"')), None)
+            if script is not None:  # the runner's own frames (runpy) say nothing about the script
+                tb = ["Traceback (most recent call last):"] + tb[script:]
+            lines += ([tb[0], "  ..."] if len(tb) > tail else []) + tb[-tail:]
+        lines.append("")
+        lines.append("What the clinic measured (the runner's own measurements, not the script's prints):")
+        lines += [f"  {line}" for line in self.measurements()]
+        return "\n".join(lines)
+
+    def measurements(self) -> list[str]:
+        r, found = self.report, self.found
+        alarm = "   <-- symptom"
+        out = []
+        if r.get("error"):
+            last = r["error"].strip().splitlines()[-1].strip()
+            out.append(f"raised: {last[:150]}" + (f" (explain(): {found['error']})" if found.get("error") else ""))
+        losses = r.get("losses") or []
+        if losses:
+            first = losses[0]
+            classes = TEMPLATES[r["template"]][1]
+            ref = f" (ln {classes} = {math.log(classes):.3f})" if classes else ""
+            first_text = first if isinstance(first, str) else f"{first:.3f}"
+            out.append(f"first loss: {first_text}{ref}" + (alarm if found.get("initial-loss") else ""))
+            bad = next((i for i, x in enumerate(losses) if isinstance(x, str)), None)
+            out.append(f"losses over {len(losses)} steps: " + ("all finite" if bad is None else
+                                                             f"{losses[bad]} from step {bad}" + alarm))
+        if r.get("parameters"):
+            frozen = r.get("frozen") or []
+            out.append(f"parameters that never changed: {', '.join(frozen) if frozen else 'none'} "
+                       f"(of {r['parameters']})" + (alarm if found.get("frozen") else ""))
+        rss = r.get("rss") or []
+        if len(rss) >= 8 and not r.get("error"):
+            growth = (rss[-1] - rss[len(rss) // 4]) / 2**20
+            out.append(f"memory growth during training: {growth:.2f} MB" + (alarm if found.get("memory") else ""))
+        if not r.get("error"):
+            low, high = min(self.clean_scores), max(self.clean_scores)
+            measure = "R² on held-out data" if TEMPLATES[r["template"]][1] is None else "accuracy on held-out data"
+            score = r.get("score")
+            text = f"{score:.3f}" if score is not None else f"none ({r.get('score_note')})"
+            out.append(f"grader's {measure}: {text} (working script: {low:.3f}-{high:.3f}, symptom below "
+                       f"{self.threshold:.3f})" + (alarm if found.get("accuracy") else ""))
+        return out
+
+    def symptoms(self) -> list[str]:
+        """The oracles that fire on this run ('error' included)."""
+        return [k for k, v in self.found.items() if v and v is not False]
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+@dataclass
+class Feedback:
+    """A verdict: ``ok``, and what is still wrong (each problem with the section of the course that teaches it)."""
+
+    ok: bool
+    title: str
+    problems: list[str] = field(default_factory=list)
+    run: Run | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __repr__(self) -> str:
+        lines = [("PASSED: " if self.ok else "NOT YET: ") + self.title]
+        lines += [f"  - {p}" for p in self.problems]
+        if self.run is not None:
+            lines += ["", self.run.text()]
+        return "\n".join(lines)
+
+
+# --- cases ------------------------------------------------------------------------------------------------------
+
+
+class Case:
+    """One case: a template, a bug operator and a run seed. Build it with ``draw()`` or ``Case.from_code(code)``."""
+
+    def __init__(self, template: str, operator: str, seed: int) -> None:
+        if not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
+            raise ClinicError(f"a case's seed is a whole number from 0 to {MAX_SEED}, not {seed!r}")
+        data = _cases_file()
+        entry = next((e for e in data["cases"] if e["template"] == template and e["operator"] == operator), None)
+        if entry is None:
+            raise ClinicError(f"operator {operator!r} on template {template!r} is not a validated case")
+        self.template, self.seed = template, seed
+        self._op: Operator = get_operator(operator)
+        self._entry = entry
+        self.kind: str = entry["kind"]
+        self.chapter: str = entry["chapter"]
+        self.code = _encode(template, operator, seed)
+        self.script: str = apply_operator(self._op, template)
+        clean = data["templates"][template]
+        self._threshold, self._clean_scores = clean["threshold"], [s for s in clean["scores"] if s is not None]
+        if _fingerprint(self.script) != entry["mutant"] or _fingerprint(template_source(template)) != clean["clean"]:
+            raise ClinicError(f"case {self.code}: the script changed since the gate validated it; run "
+                              "`make clinic-validate` and `python -m torchdoctor.clinic cases`")
+
+    @classmethod
+    def from_code(cls, code: str) -> Case:
+        """The case a code names: the same script and seed as when it was drawn."""
+        template, operator, seed = _decode(code)
+        try:
+            return cls(template, operator, seed)
+        except ClinicError:
+            raise ClinicError(f"{code!r} names a case this version of the clinic does not offer") from None
+
+    def __repr__(self) -> str:
+        return (f"Case {self.code}: {TEMPLATES[self.template][0]} ({self.template}.py), seed {self.seed}, "
+                f"{KINDS[self.kind]}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Case) and other.code == self.code
+
+    def __hash__(self) -> int:
+        return hash(self.code)
+
+    # running
+    def run(self, timeout: float = DEFAULT_TIMEOUT) -> Run:
+        """Run the buggy script in a separate process (at most ``timeout`` s): what it printed, and what the clinic
+        measured on the run."""
+        return self._run(self.script, "the buggy script", timeout)
+
+    def _run(self, source: str, what: str, timeout: float) -> Run:
+        workdir = _workdir(self.code, "buggy" if what == "the buggy script" else "yours")
+        report = _run(self.template, source, workdir, self.seed, timeout)
+        output_file = workdir / "output.txt"
+        output = output_file.read_text(errors="replace") if output_file.exists() else ""
+        found = symptoms(report, self._threshold)
+        return Run(self.code, what, output, report, found, self._threshold, self._clean_scores)
+
+    # diagnosis
+    def choices(self) -> list[str]:
+        """The closed list of diagnoses, shuffled by the case code: the true one and three that show the same
+        symptom (other operators with the same oracle, from any template; for an error those raising the same
+        catalog error first). Where fewer than three operators share the symptom, other silent bugs fill the list."""
+        rng = random.Random(self.code)
+        same = [op for op in OPERATORS if op.oracle == self._op.oracle and op.id != self._op.id
+                and op.description != self._op.description]
+        rng.shuffle(same)
+        same.sort(key=lambda op: (op.label != self._op.label, op.chapter != self._op.chapter))
+        picked = same[:3]
+        if len(picked) < 3:
+            others = [op for op in OPERATORS if op.oracle not in ("error", self._op.oracle)]
+            rng.shuffle(others)
+            picked += others[: 3 - len(picked)]
+        options = [self._op.description] + [op.description for op in picked]
+        rng.shuffle(options)
+        return options
+
+    def _distractor_operators(self) -> list[Operator]:
+        texts = set(self.choices()) - {self._op.description}
+        return [op for op in OPERATORS if op.description in texts]
+
+    def check_diagnosis(self, answer: int | str) -> Feedback:
+        """Whether ``answer`` (an index into ``choices()``, or a choice's text) is the bug in this script."""
+        options = self.choices()
+        if isinstance(answer, bool) or not isinstance(answer, int | str):
+            raise ClinicError(f"answer with an index 0-{len(options) - 1} into case.choices() or a choice's text, "
+                              f"not {answer!r}")
+        if isinstance(answer, int):
+            if not 0 <= answer < len(options):
+                raise ClinicError(f"choice {answer} does not exist: the indices are 0 to {len(options) - 1}")
+            text = options[answer]
+        else:
+            matches = [o for o in options if o.strip().casefold() == answer.strip().casefold()]
+            if not matches:
+                raise ClinicError(f"{answer!r} is not one of case.choices(); answer with its index or its text")
+            text = matches[0]
+        if text == self._op.description:
+            return Feedback(True, f"the diagnosis is right: {text}. Now fix the script and check it with "
+                                  "case.check_fix(...).")
+        symptom = ("the error it raises" if self.kind == "error"
+                   else f"the symptom the clinic measured ({SYMPTOM_TEXT[self._op.oracle]})")
+        hint = (f"read the traceback's last lines: {_error_pointer(self._op.label)}" if self.kind == "error" else
+                f"how the course finds this symptom: {chapter_pointer(*SYMPTOM_SECTIONS[self._op.oracle])}")
+        return Feedback(False, f"“{text}” is not what is wrong in this script.",
+                        [f"It would give {symptom} too; look for it in case.script: is it there?", hint])
+
+    # fixing
+    def reference_fix(self) -> str:
+        """The working script this case was made from (the buggy edit undone): for teachers, and spoils the case."""
+        return revert(self._op, self.template, self.script)
+
+    def protected_changes(self, source: str) -> list[str]:
+        """Why ``source`` is refused before it runs: a protected region of the template (data split, epochs,
+        evaluation) that differs from the working script's, a marker removed, or a protected name redefined
+        elsewhere. The bug's own region may stay buggy (the oracles then say so) or be restored exactly."""
+        clean = template_source(self.template)
+        ours, theirs = protected_regions(clean), {r.name: r for r in protected_regions(source)}
+        buggy = {r.name: r for r in protected_regions(self.script)}
+        problems = []
+        for region in ours:
+            got = theirs.get(region.name)
+            if got is None:
+                problems.append(f"the markers of the protected region “{region.name}” were removed or changed; "
+                                "put them back as in case.script")
+                continue
+            if _normalised(got.text) == _normalised(region.text):
+                continue
+            if _normalised(got.text) == _normalised(buggy[region.name].text):
+                continue  # the bug is in this region and is still there: the oracles will say so
+            problems.append(f"the protected region “{region.name}” ({region.why or 'part of the test'}) was "
+                            "changed: it must read as in the working script" +
+                            (", with only the bug undone" if buggy[region.name].text != region.text else "") +
+                            ". Fix the bug elsewhere; lowering the bar does not count as a fix.")
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return problems
+        inside = {n for r in protected_regions(source) for n in range(r.start, r.end + 1)}
+        names = set().union(*(_bound_names(r.text) for r in ours)) if ours else set()
+        redefined = set()
+        for node in ast.walk(tree):
+            line = getattr(node, "lineno", None)
+            if line is None or line in inside:
+                continue
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del) and node.id in names:
+                redefined.add(node.id)
+            elif isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in names:
+                redefined.add(node.name)
+            elif isinstance(node, ast.Global | ast.Nonlocal):
+                redefined.update(set(node.names) & names)
+        if redefined:
+            problems.append(f"{', '.join(sorted(redefined))} belong to a protected region and are redefined "
+                            "outside it: leave them as the working script defines them")
+        return problems
+
+    def check_fix(self, source_or_path: str | os.PathLike, timeout: float = DEFAULT_TIMEOUT) -> Feedback:
+        """Run the edited script (a path, or its source text) in a separate process, at most ``timeout`` s, and
+        check it: protected regions unchanged, no error, and every oracle quiet (parameters all trained, finite
+        losses, an initial loss near ln C, no memory growth, the grader's score within the working script's)."""
+        source = _read_source(source_or_path)
+        try:
+            compile(source, "your script", "exec")
+        except SyntaxError as e:
+            return Feedback(False, "your script is not valid Python",
+                            [f"line {e.lineno}: {e.msg}", _error_pointer(None)])
+        refused = self.protected_changes(source)
+        if refused:
+            return Feedback(False, "this edit is refused before it runs", refused)
+        run = self._run(source, "your script", timeout)
+        problems = _problems(run, self)
+        if not problems:
+            return Feedback(True, "your script runs cleanly and every check passes: the bug is fixed.", [], run)
+        return Feedback(False, "your script still shows a symptom", problems, run)
+
+
+def _problems(run: Run, case: Case) -> list[str]:
+    r, found = run.report, run.found
+    if r.get("timeout"):
+        return [f"it was still running after {r['timeout']} s (an endless loop, or far more work than the original)"]
+    problems = []
+    if r.get("error"):
+        last = r["error"].strip().splitlines()[-1]
+        problems.append(f"it raises {last[:200]}: see {_error_pointer(found.get('error'))}")
+        return problems
+    for oracle in ("nonfinite", "initial-loss", "frozen", "memory", "accuracy"):
+        if found.get(oracle):
+            detail = SYMPTOM_TEXT[oracle]
+            if oracle == "frozen":
+                detail += f" ({', '.join(r['frozen'])})"
+            if oracle == "accuracy":
+                score = r.get("score")
+                detail += (f" ({score:.3f}, below {run.threshold:.3f})" if score is not None
+                           else f" ({r.get('score_note')})")
+            problems.append(f"{detail}: see {chapter_pointer(*SYMPTOM_SECTIONS[oracle])}")
+    if problems and case._op.oracle in {k for k, v in found.items() if v}:
+        problems.append(f"the bug this case is about is taught in {chapter_pointer(case.chapter)}")
+    return problems
+
+
+def _read_source(source_or_path: str | os.PathLike) -> str:
+    if isinstance(source_or_path, os.PathLike) or (isinstance(source_or_path, str) and "\n" not in source_or_path
+                                                   and source_or_path.strip().endswith(".py")):
+        path = Path(source_or_path)
+        if not path.exists():
+            raise ClinicError(f"no file {str(path)!r}: write your script there first, or pass its source text")
+        return path.read_text()
+    if isinstance(source_or_path, str):
+        return source_or_path
+    raise ClinicError(f"check_fix takes a path or the script's source text, not {type(source_or_path).__name__}")
+
+
+# --- drawing ----------------------------------------------------------------------------------------------------
+
+_stream = random.Random()
+_last: list[str] = []
+
+
+def draw(chapter: str | None = None, kind: str | None = None, seed: int | None = None) -> Case:
+    """A validated case, optionally of one chapter (its slug, as in course.toml) and one kind ('error' or 'silent').
+    Without ``seed``, a new case per call (a random bug and run seed, never the previous case again); with
+    ``seed``, the same case every time for the same arguments."""
+    entries = available(chapter, kind)
+    if seed is not None:
+        if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED):
+            raise ClinicError(f"seed must be a whole number from 0 to {MAX_SEED}, not {seed!r}")
+        rng = random.Random(f"draw/{chapter}/{kind}/{seed}")
+        entry = rng.choice(entries)
+        return Case(entry["template"], entry["operator"], seed)
+    while True:
+        entry = _stream.choice(entries)
+        case = Case(entry["template"], entry["operator"], _stream.randrange(MAX_SEED + 1))
+        if case.code not in _last:
+            _last[:] = [case.code]
+            return case
+

@@ -343,9 +343,21 @@ def _run(template: str, source: str, workdir: Path, seed: int, timeout: float) -
         try:
             return _zygote.run(template, source, workdir, seed, timeout)
         except BaseException:  # an interrupted wait would leave its answer in the pipe for the next run to read
+            _stop_runs(_zygote.proc.pid)  # and the run itself would go on without its time limit
             _zygote.proc.kill()
             _zygote = None
             raise
+
+
+def _stop_runs(parent: int) -> None:
+    """Kill the process groups of the runs a runner has forked (each run leads a group of its own)."""
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == parent:
+                os.killpg(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue
 
 
 def _start(zygote_class):
@@ -439,7 +451,7 @@ class Run:
 
     def symptoms(self) -> list[str]:
         """The oracles that fire on this run ('error' included)."""
-        return [k for k, v in self.found.items() if v and v is not False]
+        return [k for k, v in self.found.items() if v]
 
     def __repr__(self) -> str:
         return self.text()

@@ -126,16 +126,16 @@ def test_hw1_corpus_on_dask_with_postgres_scores_as_local_with_sqlite(tmp_path, 
     assert all(not s["children"] and not s["mounts"] for s in states.values()), states
 
 
-def test_attack_corpus_on_dask_with_postgres_scores_as_local_with_sqlite(tmp_path, postgres, cluster):
+def test_attack_corpus_on_dask_with_postgres_gets_what_each_attack_deserves(tmp_path, postgres, cluster):
+    """The expectations the local engine meets (tests/test_grading_security.py grades the same corpus locally with
+    SQLite): each attack's deserved scores and reported tampering, nothing ungraded or changed, no connection out.
+    The corpus is not graded locally again here (it was, until make test had to fit in 30 minutes)."""
     attacks = attack_corpus.load()
-    local = attack_corpus.grade(tmp_path / "local", attacks)
     distributed = attack_corpus.grade(tmp_path / "dask", attacks, args=_dask(cluster),
                                       db_url=postgres.database("attacks"))
     assert not attack_corpus.problems(attacks, distributed)
-    assert distributed["scores"] == local["scores"]
-    for key in ("results", "tampering", "ungraded", "submitted_files_changed", "protections"):
-        assert distributed["results"][key] == local["results"][key], key
     assert distributed["connections"] == 0
+    assert set(distributed["scores"]) == {a.name for a in attacks}
 
 
 @pytest.fixture(scope="module")

@@ -323,9 +323,11 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
     from nbgrader.converters import Autograde
     from nbgrader.coursedir import CourseDirectory
 
+    from course_tools.grading import nbgrader_costs
     from course_tools.grading.execute import TIMINGS_ENV
     from course_tools.grading.zygote import shared_zygote
 
+    nbgrader_costs.install()
     assignment, student = template["assignment"], job["student"]
     if os.environ.get(POISON_ENV) == student:
         os._exit(86)
@@ -339,7 +341,10 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
         course = Path(scratch, "course")
         (course / "source" / assignment).mkdir(parents=True)
         (course / "nbgrader_config.py").write_text(template["config"])
-        (course / "gradebook.db").write_bytes(template["gradebook"])
+        # One gradebook path per worker, written again for each submission: nbgrader's database engine, and the
+        # statements it compiled, are kept per URL (nbgrader_costs).
+        gradebook = Path(worker_scratch(), "gradebook.db")
+        gradebook.write_bytes(template["gradebook"])
         _write_files(course / "source" / assignment, template["source"])
         _seed_references(template.get("references", {}))
         submitted = course / "submitted" / student / assignment
@@ -352,7 +357,7 @@ def grade_submission(template: dict[str, t.Any], job: dict[str, t.Any]) -> Bundl
         config.CourseDirectory.root = str(course)
         config.CourseDirectory.student_id = student
         config.CourseDirectory.assignment_id = assignment
-        config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+        config.CourseDirectory.db_url = f"sqlite:///{gradebook}"
         config.CourseDirectory.course_id = template["course_id"]
         config.BaseConverter.force = True
         config.SandboxedKernelManager.scratch_root = worker_scratch()

@@ -284,7 +284,8 @@ def run(argv: list[str] | None = None) -> Batch:
     """``main``, with where the time went."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("assignments", nargs="*", help="default: every assignment of the course")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="local: at most this many worker processes, no more than an assignment's submissions")
     parser.add_argument("--force", action="store_true", help="regrade submissions already graded")
     parser.add_argument("--course", type=Path, default=COURSE)
     parser.add_argument("--engine", choices=engine.ENGINES, default="local",
@@ -313,12 +314,18 @@ def run(argv: list[str] | None = None) -> Batch:
         print(refused, file=sys.stderr)
         return Batch(2, {})
     ok, timings = True, {}
-    settings = engine.Settings(engine=args.engine, workers=max(1, args.workers), scheduler=args.scheduler,
+    assignments = args.assignments or known
+    workers = max(1, args.workers)
+    if args.engine == "local":
+        # Assignments are graded one after the other: local workers beyond an assignment's submissions would only
+        # start zygotes (torch imported, 3-4 s of CPU each) that grade nothing, as in a batch of one.
+        largest = max((len(list(course.glob(f"submitted/*/{a}"))) for a in assignments), default=0)
+        workers = max(1, min(workers, largest))
+    settings = engine.Settings(engine=args.engine, workers=workers, scheduler=args.scheduler,
                                torch_threads=args.torch_threads, queue=args.queue, cores=args.cores,
                                memory=args.memory, walltime=args.walltime, gpus=args.gpus,
                                allowed_failures=engine.GradingEngine(config=course_config(course)).allowed_failures)
     started = time.time()
-    assignments = args.assignments or known
     # The workers' zygotes import what the instructor's source notebooks import, while the workers start
     preload = notebook_imports(sorted(p for a in assignments for p in (course / "source" / a).glob("*.ipynb")))
     with tempfile.TemporaryDirectory(prefix="autograde-") as scratch, shared_references(settings, Path(scratch)), \

@@ -72,6 +72,18 @@ def slowest(log: str) -> list[str]:
     return lines
 
 
+def machine_cpu() -> tuple[float, float] | None:
+    """(busy, idle) CPU seconds of the whole machine since boot (Linux's /proc/stat), or None elsewhere: the run's
+    share of the machine, kernels and daemons included, which the parts' own CPU times leave out."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / tick, idle / tick
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="auto")
@@ -79,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     LOGS.mkdir(parents=True, exist_ok=True)
     commands = parts(args.device)
     order = start_order(list(commands))
-    started = time.monotonic()
+    started, cpu_before = time.monotonic(), machine_cpu()
     running: dict[int, tuple[str, subprocess.Popen, t.IO]] = {}
     for name in order:
         log = open(LOGS / f"{name}.log", "w")  # closed when the part ends
@@ -108,7 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         state = "ok" if r["code"] == 0 else f"FAILED (exit {r['code']:.0f})"
         print(f"{name:15} {r['wall']:7.0f} s wall {r['cpu']:7.0f} s CPU  {state}")
     cpu = sum(r["cpu"] for r in results.values())
-    print(f"{'total':15} {total:7.0f} s wall {cpu:7.0f} s CPU (the machine has {os.cpu_count()} cores)\n", flush=True)
+    print(f"{'total':15} {total:7.0f} s wall {cpu:7.0f} s CPU (the machine has {os.cpu_count()} cores)", flush=True)
+    cpu_after = machine_cpu()
+    if cpu_before and cpu_after:
+        busy, idle = (after - before for after, before in zip(cpu_after, cpu_before, strict=True))
+        print(f"{'machine':15} {busy:7.0f} s of CPU busy, {idle:.0f} s idle, during the run (everything: the kernels "
+              f"the parts' own times leave out, daemons, and anything else running)", flush=True)
+    print(flush=True)
     print("===== slowest tests of each part =====")
     for name in order:
         lines = slowest((LOGS / f"{name}.log").read_text(errors="replace"))

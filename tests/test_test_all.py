@@ -1,0 +1,23 @@
+"""course_tools.test_all's summary helpers: the slowest tests read from a pytest log, the machine's CPU."""
+
+import sys
+
+import pytest
+
+from course_tools.test_all import machine_cpu, slowest
+
+
+def test_the_slowest_tests_are_read_from_the_durations_section_only():
+    log = ("...\n============ slowest 15 durations ============\n12.30s call     tests/a.py::test_x\n"
+           "0.50s setup    tests/b.py::test_y\n\n============ short test summary info ============\n1.00s not this\n")
+    assert slowest(log) == ["12.30s call     tests/a.py::test_x", "0.50s setup    tests/b.py::test_y"]
+    assert slowest("no durations here") == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/stat is Linux's")
+def test_the_machines_busy_cpu_grows_while_this_process_works():
+    before = machine_cpu()
+    sum(i * i for i in range(3_000_000))
+    after = machine_cpu()
+    assert before and after and all(x >= 0 for x in before)
+    assert after[0] > before[0] and after[1] >= before[1]

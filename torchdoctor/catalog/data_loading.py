@@ -6,6 +6,7 @@ that uses the numbers of the message.
 
 from __future__ import annotations
 
+import functools
 import io
 import multiprocessing
 import os
@@ -156,9 +157,18 @@ class _SharedBatchesDataset(Dataset):
         return torch.zeros(2)
 
 
+def _worker_open_files_limit(soft: int, worker_id: int) -> None:
+    import resource  # Unix only
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+
 def too_many_open_files() -> None:
     """Keep every batch a worker sent: each one holds an open file descriptor (PyTorch's default sharing
-    strategy on Linux), and a lowered limit of open files runs out after a few dozen batches."""
+    strategy on Linux), and a lowered limit of open files runs out after a few dozen batches.
+
+    Only the main process gets the lowered limit: its worker, forked with it, gets the usual one back (on a loaded
+    machine a worker that ran out first once died of a segmentation fault instead of the main process raising)."""
     import resource  # Unix only
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -166,7 +176,9 @@ def too_many_open_files() -> None:
     kept = []
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(in_use + 40, hard), hard))
     try:
-        for batch in DataLoader(_SharedBatchesDataset(), batch_size=1, num_workers=1):
+        loader = DataLoader(_SharedBatchesDataset(), batch_size=1, num_workers=1,
+                            worker_init_fn=functools.partial(_worker_open_files_limit, soft))
+        for batch in loader:
             kept.append(batch)
     finally:
         kept.clear()

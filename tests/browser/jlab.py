@@ -77,10 +77,21 @@ def wait_for_widget(page, target, cell, first_wait_ms: int = 60_000) -> None:
     (180 s) although every cell had run; run alone it is drawn in about a second."""
     try:
         target.wait_for(timeout=first_wait_ms)
+        return
     except PlaywrightTimeout:
         shown = cell.locator(".jp-OutputArea").inner_text()
         print(f"widget not drawn {first_wait_ms / 1000:.0f} s after its cell ran (the cell shows {shown!r}): "
               "running it again")
+    run_cell(page, cell)
+    try:
+        target.wait_for(timeout=first_wait_ms)
+    except PlaywrightTimeout:
+        # Twice in make test the cell's output stayed empty after a second run too: the page's widget manager never
+        # got the widget. A student reloads the page; so does the test, and runs the cell a third time.
+        print("still not drawn: reloading the page and running the cell again")
+        page.reload()
+        page.locator(f"{NOTEBOOK} .jp-Cell").first.wait_for()
+        wait_kernel_idle(page)
         run_cell(page, cell)
         target.wait_for()
 

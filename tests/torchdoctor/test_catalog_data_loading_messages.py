@@ -100,7 +100,16 @@ def test_a_plain_errno_24_is_too_many_open_files_too(tmp_path, raised):
 
 
 def test_kept_worker_batches_run_out_of_file_descriptors_and_copies_do_not(raised):
-    exc = raised(data_loading.too_many_open_files)
+    # On the loaded 2-core CI machine (make test), twice in three runs, PyTorch reported the worker killed by a
+    # segmentation fault ("DataLoader worker (pid N) is killed by signal") before the main process raised; never
+    # when run alone. The message must come within three tries; the others are shown if it does not.
+    seen = []
+    for _ in range(3):
+        exc = raised(data_loading.too_many_open_files)
+        if str(exc).startswith("Too many open files"):
+            break
+        seen.append(f"{type(exc).__name__}: {exc}")
+    assert not seen or len(seen) < 3, seen
     assert type(exc) is RuntimeError and str(exc).startswith("Too many open files. Communication with the workers")
     assert explain(exc).id == "too-many-open-files"
     # the fix: keep copies, whose storage is ordinary memory, not the shared tensors

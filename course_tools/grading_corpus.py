@@ -10,6 +10,11 @@ submission breaks (the requirement table, ``course_tools.requirements``).
 Grading happens in a scratch copy of the course: ``generate_assignment``, one folder per made-up student in
 submitted/, the course's hardened parallel autograde (``course_tools.grading.autograde``: nbgrader's autograde
 with confined kernels and verdicts taken outside them), then the scores are read back from the gradebook.
+Several corpora grade in one scratch course and ONE autograde run (``grade_all``, ``grade_many``; the CLI and
+tests/test_grading_corpus.py do): one generate_assignment, one cluster with its workers' zygotes, one export,
+instead of one of each per assignment. The made-up students' names repeat across corpora ("solution", "starter"):
+one nbgrader student with several assignments; scores, results files and ungraded submissions are read per
+assignment. ``grade`` is ``grade_many`` of one assignment.
 
 In Chinese (issue 24): ``--language zh_CN`` hands in every submission as a student of the Chinese edition would,
 its markdown cells replaced by those of the Chinese student notebook (course_tools.i18n, by cell id), its code
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import json
 import shutil
 import sys
 import tempfile
@@ -34,7 +40,7 @@ from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
-from nbgrader.api import Gradebook
+from nbgrader.api import Gradebook, MissingEntry
 
 from course_tools.grading import autograde
 from course_tools.manifest_cli import UnknownAssignment, select_assignments
@@ -140,40 +146,105 @@ def in_language(nb: NotebookNode, assignment: str, language: str) -> NotebookNod
     return translated
 
 
-def grade(assignment: str, submissions: list[Submission], scratch: Path, args: tuple[str, ...] = (),
-          db_url: str | None = None, config_extra: str = "",
-          language: str | None = None) -> dict[str, dict[str, tuple[float, float]]]:
-    """Autograde the submissions in a scratch course; per student, grade cell -> (score, max score). ``args`` go to
-    the autograde command (an engine, a scheduler); ``db_url`` is the gradebook (default: SQLite in the course);
-    ``config_extra`` is added to the course's nbgrader_config.py; ``language`` (zh_CN) hands every submission in
-    with that edition's markdown (`in_language`), graded with the same English source and gradebook."""
+@dataclass
+class Graded:
+    """What one autograde run of several corpora gave, per assignment: each graded student's scores (grade cell ->
+    (score, max score)), and the students left ungraded or whose submitted files changed (student -> why)."""
+
+    scores: dict[str, dict[str, dict[str, tuple[float, float]]]] = field(default_factory=dict)
+    ungraded: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def failure(self, assignment: str) -> str | None:
+        """Why the assignment's corpus was not graded whole (its students, and why each), or None."""
+        lost = self.ungraded.get(assignment)
+        if not lost:
+            return None
+        why = "; ".join(f"{student}: {reason}" for student, reason in sorted(lost.items()))
+        return f"autograding the {assignment} corpus left submissions ungraded ({why}; see the log above)"
+
+
+def grade_all(corpora: dict[str, list[Submission]], scratch: Path, args: tuple[str, ...] = (),
+              db_url: str | None = None, config_extra: str = "", language: str | None = None) -> Graded:
+    """Autograde several assignments' submissions in one scratch course with ONE autograde run: one
+    generate_assignment, one cluster and its workers' zygotes, one export, whatever the number of assignments.
+    Student names may repeat across corpora (one nbgrader student, several assignments): everything is read back
+    per assignment. Raises nothing for submissions left ungraded: ``Graded.ungraded`` names them per assignment.
+    ``args`` go to the autograde command (an engine, a scheduler); ``db_url`` is the gradebook (default: SQLite in
+    the course); ``config_extra`` is added to the course's nbgrader_config.py; ``language`` (zh_CN) hands every
+    submission in with that edition's markdown (`in_language`), graded with the same English source and gradebook."""
+    names = list(corpora)
+    if not names:
+        return Graded()
     course = scratch / "course"
     course.mkdir(parents=True)
     (course / "nbgrader_config.py").write_text((COURSE / "nbgrader_config.py").read_text() + "\n" + config_extra + "\n")
-    shutil.copytree(COURSE / "source" / assignment, course / "source" / assignment)
-    nbgrader("generate_assignment", assignment, "--force", *db_args(db_url), course=course)
+    for assignment in names:
+        shutil.copytree(COURSE / "source" / assignment, course / "source" / assignment)
+    # One nbgrader process for every assignment: its source/ holds only these, so the glob names exactly them.
+    nbgrader("generate_assignment", names[0] if len(names) == 1 else "*", "--force", *db_args(db_url), course=course)
 
-    notebook_name = f"{assignment}.ipynb"
-    bases = {
-        "release": nbformat.read(course / "release" / assignment / notebook_name, as_version=4),
-        "solution": solution_notebook(assignment),
-    }
-    for submission in submissions:
-        folder = course / "submitted" / submission.name / assignment
-        folder.mkdir(parents=True)
-        nb = build_notebook(submission, bases)
-        edition = submission.language or language
-        nbformat.write(in_language(nb, assignment, edition) if edition else nb, folder / notebook_name)
-    extra = [*args, *(["--db-url", db_url] if db_url else [])]
-    if autograde.main([assignment, "--course", str(course), "--force", *extra]) != 0:
-        raise RuntimeError(f"autograding the {assignment} corpus left submissions ungraded (see the log above)")
-
-    scores = {}
-    with Gradebook(*autograde.gradebook_url(course, db_url)) as gradebook:
+    for assignment, submissions in corpora.items():
+        notebook_name = f"{assignment}.ipynb"
+        bases = {
+            "release": nbformat.read(course / "release" / assignment / notebook_name, as_version=4),
+            "solution": solution_notebook(assignment),
+        }
         for submission in submissions:
-            nb = gradebook.find_submission_notebook(assignment, assignment, submission.name)
-            scores[submission.name] = {g.name: (g.score, g.max_score) for g in nb.grades}
-    return scores
+            folder = course / "submitted" / submission.name / assignment
+            folder.mkdir(parents=True)
+            nb = build_notebook(submission, bases)
+            edition = submission.language or language
+            nbformat.write(in_language(nb, assignment, edition) if edition else nb, folder / notebook_name)
+    extra = [*args, *(["--db-url", db_url] if db_url else [])]
+    status = autograde.main([*names, "--course", str(course), "--force", *extra])
+
+    graded = Graded()
+    with Gradebook(*autograde.gradebook_url(course, db_url)) as gradebook:
+        for assignment, submissions in corpora.items():
+            graded.ungraded[assignment] = lost = _ungraded(course, assignment, status)
+            scores = graded.scores[assignment] = {}
+            for submission in submissions:
+                try:
+                    nb = gradebook.find_submission_notebook(assignment, assignment, submission.name)
+                except MissingEntry:
+                    lost.setdefault(submission.name, "not in the gradebook")
+                    continue
+                scores[submission.name] = {g.name: (g.score, g.max_score) for g in nb.grades}
+    if status != 0 and not any(graded.ungraded.values()):  # nothing lost, yet autograde failed (nbgrader export)
+        raise RuntimeError(f"autograde of {', '.join(names)} exited with status {status} (see the log above)")
+    return graded
+
+
+def _ungraded(course: Path, assignment: str, status: int) -> dict[str, str]:
+    """The assignment's students that autograde left ungraded, or whose submitted files it changed, with why
+    (``results/<assignment>.json``, which autograde writes per assignment)."""
+    path = course / "results" / f"{assignment}.json"
+    if not path.is_file():
+        return {"*": f"autograde exited with status {status} before grading the assignment"}
+    results = json.loads(path.read_text())
+    lost = {s: results.get("ungraded_why", {}).get(s, "no score for some graded cell") for s in results["ungraded"]}
+    for changed in results["submitted_files_changed"]:  # submitted/<student>/<assignment>/...
+        lost.setdefault(Path(changed).parts[1], f"grading changed its submitted file {changed}")
+    return lost
+
+
+def grade_many(corpora: dict[str, list[Submission]], scratch: Path, args: tuple[str, ...] = (),
+               db_url: str | None = None, config_extra: str = "",
+               language: str | None = None) -> dict[str, dict[str, dict[str, tuple[float, float]]]]:
+    """``grade_all``, raising RuntimeError, which names each assignment, when a submission stays ungraded; per
+    assignment, per student, grade cell -> (score, max score)."""
+    graded = grade_all(corpora, scratch, args, db_url, config_extra, language)
+    failures = [why for why in map(graded.failure, corpora) if why]
+    if failures:
+        raise RuntimeError("\n".join(failures))
+    return graded.scores
+
+
+def grade(assignment: str, submissions: list[Submission], scratch: Path, args: tuple[str, ...] = (),
+          db_url: str | None = None, config_extra: str = "",
+          language: str | None = None) -> dict[str, dict[str, tuple[float, float]]]:
+    """One assignment's ``grade_many``: per student, grade cell -> (score, max score)."""
+    return grade_many({assignment: submissions}, scratch, args, db_url, config_extra, language)[assignment]
 
 
 def db_args(db_url: str | None) -> list[str]:
@@ -209,19 +280,26 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownAssignment as exc:
         print(exc, file=sys.stderr)
         return 2
-    failures = []
+    corpora = {}
     for assignment in names:
-        submissions = load_corpus(assignment)
+        corpora[assignment] = load_corpus(assignment)
         if options.representative:
-            submissions = representative(submissions)
-        with tempfile.TemporaryDirectory(prefix="corpus-") as scratch:
-            scores = grade(assignment, submissions, Path(scratch), language=options.language)
+            corpora[assignment] = representative(corpora[assignment])
+    with tempfile.TemporaryDirectory(prefix="corpus-") as scratch:  # one autograde run for them all
+        graded = grade_all(corpora, Path(scratch), language=options.language)
+    failures = []
+    for assignment, submissions in corpora.items():
+        scores = graded.scores[assignment]
         for submission in submissions:
+            if submission.name not in scores:
+                print(f"{assignment}  {submission.name:<32} ungraded")
+                continue
             found = problems(submission, scores[submission.name])
             total = sum(s for s, _ in scores[submission.name].values())
             most = sum(m for _, m in scores[submission.name].values())
             print(f"{assignment}  {submission.name:<32} {total:5.1f} / {most:<5.1f} {'ok' if not found else 'WRONG'}")
             failures += found
+        failures += [why for why in [graded.failure(assignment)] if why]
     for failure in failures:
         print(f"FAIL {failure}")
     return 1 if failures else 0

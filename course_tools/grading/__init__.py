@@ -16,7 +16,8 @@ module, each importing only modules above it in this list (tests/test_grading_he
 - ``feedback``: feedback shows no hidden test line, not even quoted in a traceback.
 - ``compat``: refuse to grade when the Jupyter stack lacks a private method grading overrides (an upgrade).
 - ``results``: per-test results JSON, read back from the gradebook and the autograded notebooks.
-- ``nbgrader_costs``: two per-submission costs of nbgrader that change no result, removed on the grading workers.
+- ``nbgrader_costs``: per-submission costs of nbgrader that change no result, removed on the grading workers and
+  in the gradebook writer.
 - ``writer``: the one gradebook writer: assignment templates for workers, result bundles recorded through nbgrader.
 - ``engine``: Dask clusters (local, an existing one, Slurm), workers' zygotes, one grading task per submission.
 - ``autograde``: ``make autograde``: the batch on the engine, gradebook checks, hashes, results.

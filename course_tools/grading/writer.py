@@ -150,6 +150,9 @@ class GradebookWriter:
     """Records the bundles of one assignment's batch into the course's gradebook, each submission once."""
 
     def __init__(self, course: Path, assignment: str, run: str, db_url: str, course_id: str, inbox: Path) -> None:
+        from course_tools.grading import nbgrader_costs
+
+        nbgrader_costs.install()  # recording runs nbgrader's Autograde once per submission, as the workers do
         self.course, self.assignment, self.run = course, assignment, run
         self.db_url, self.course_id, self.inbox = db_url, course_id, inbox
         self.notebooks = notebook_names(db_url, course_id, assignment)

@@ -3,6 +3,7 @@ separate process shows them) and recognised by ``explain``: a full /dev/shm, too
 without a main guard under spawn, and what a pickling failure under spawn does on Linux."""
 
 import errno
+import functools
 import multiprocessing.util
 import os
 import pickle
@@ -112,12 +113,14 @@ def test_kept_worker_batches_run_out_of_file_descriptors_and_copies_do_not(raise
     assert not seen or len(seen) < 3, seen
     assert type(exc) is RuntimeError and str(exc).startswith("Too many open files. Communication with the workers")
     assert explain(exc).id == "too-many-open-files"
-    # the fix: keep copies, whose storage is ordinary memory, not the shared tensors
+    # the fix: keep copies, whose storage is ordinary memory, not the shared tensors. The worker gets the usual
+    # limit back, as in the reproducer (with the lowered one it inherited, it aborted once under make test's load).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 40, hard))
     try:
-        kept = [batch.clone() for batch in DataLoader(data_loading._SharedBatchesDataset(), batch_size=1,
-                                                      num_workers=1)]
+        kept = [batch.clone() for batch in DataLoader(
+            data_loading._SharedBatchesDataset(), batch_size=1, num_workers=1,
+            worker_init_fn=functools.partial(data_loading._worker_open_files_limit, soft))]
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert len(kept) == len(data_loading._SharedBatchesDataset())

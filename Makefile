@@ -152,5 +152,18 @@ clinic-validate: setup
 	$(BIN)/python -m torchdoctor.clinic validate --seeds $(SEEDS) --jobs $(JOBS) --json build/clinic/matrix.json \
 		$(foreach t,$(TEMPLATE),--template $(t)) $(foreach o,$(OPERATOR),--operator $(o))
 
+# The bug clinic exam (issue 25; docs/instructors.md "Bug clinic exam"): one validated case per student, drawn from
+# SEED and the student id, for N students (student01, student02...) or those of STUDENTS (a file, one id a line):
+# an nbgrader course in EXAM_DIR/course (default build/clinic_exam), each student's notebook in EXAM_DIR/students/ and
+# the key in EXAM_DIR/roster.csv. Grade it in EXAM_DIR/course with nbgrader autograde.
+.PHONY: clinic-exam
+N ?=
+STUDENTS ?=
+SEED ?=
+EXAM_DIR ?= build/clinic_exam
+clinic-exam: setup
+	$(BIN)/python -m course_tools.clinic_exam $(if $(N),--students $(N)) $(if $(STUDENTS),--roster-file $(STUDENTS)) \
+		--seed "$(SEED)" --out $(EXAM_DIR)
+
 clean:
 	rm -rf build

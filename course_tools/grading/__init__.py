@@ -12,6 +12,8 @@ module, each importing only modules above it in this list (tests/test_grading_he
 - ``restore``: restore deleted, emptied and metadata-stripped locked cells from the gradebook; report tampering.
 - ``collect``: ``nbgrader collect`` copying plain files only (never following students' symbolic links).
 - ``references``: what hidden tests observe on the reference solution, once per batch, kept across runs.
+- ``exam_static``: a bug-clinic exam fix refused before it runs when it steps outside what the working script does.
+- ``exam_verdict``: the bug-clinic exam's verdicts: the roster's case, the diagnosis, the fix run confined.
 - ``verdict``: pass/fail decided by the grader from what the hidden tests observed on the submission.
 - ``feedback``: feedback shows no hidden test line, not even quoted in a traceback.
 - ``compat``: refuse to grade when the Jupyter stack lacks a private method grading overrides (an upgrade).

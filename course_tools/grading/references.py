@@ -25,8 +25,8 @@ Across runs: ``make autograde`` keeps each clean reference run (no test cell fai
 protections), so the next run of the same assignment pays no reference run. A run that found problems is never
 kept: it runs again, and says so again, until they are fixed.
 
-The grading package imports one way: ``verdict`` -> ``references`` -> ``execute`` -> ``kernel`` -> ``zygote``
--> ``sandbox``; nothing imports back up the chain.
+The grading package imports one way: ``verdict`` (and ``exam_verdict``, which it calls) -> ``references`` ->
+``execute`` -> ``kernel`` -> ``zygote`` -> ``sandbox``; nothing imports back up the chain.
 """
 
 from __future__ import annotations

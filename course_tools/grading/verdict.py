@@ -13,6 +13,9 @@ one whose hidden tests are plain asserts (``References.in_kernel``) keeps it too
 replaced by the verdict, in the form nbgrader scores (nothing but a "passed" line: full points; an error output:
 zero; a number as ``execute_result``: partial credit), with a feedback message that shows no hidden test source.
 The verdict also goes into the cell's metadata (``torchdoctor.verdict``) for the per-test JSON results.
+
+A test cell whose reference record is of the bug-clinic exam's kind is judged by ``exam_verdict`` instead: each
+student has a case of their own, so the reference's values say nothing about theirs.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import determine_grade
 
+from course_tools.grading import exam_verdict
 from course_tools.grading.references import (
     IN_KERNEL,
     References,
@@ -171,6 +175,11 @@ class Verdicts(NbGraderPreprocessor):
             self.log.warning("Test cell %s has no hidden tests: nbgrader's in-kernel verdict stands", grade_id)
             return cell, resources
         errors = [_error_text(o) for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if reference.get("kind") == exam_verdict.KIND:  # judged against the roster, not the reference's values
+            info = resources["nbgrader"]
+            fraction, messages = exam_verdict.judge(reference, observed_records(cell), errors, info.get("student"),
+                                                    info["assignment"], self.config, self.log)
+            return self._set_verdict(cell, points, fraction, False, messages), resources
         try:
             fraction, messages = judge(reference, observed_records(cell), errors)
         except Exception as exc:  # a record built to break the comparison (huge ints, deep nesting): it fails

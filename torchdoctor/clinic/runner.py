@@ -51,8 +51,14 @@ def held_out(template: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    """Resident memory; in a grading jail without /proc, the peak (``ru_maxrss``), which still grows with a leak."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except FileNotFoundError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _score(template: str, ns: dict, out_dir: Path) -> tuple[float | None, str | None]:

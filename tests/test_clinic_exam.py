@@ -1,0 +1,236 @@
+"""The bug-clinic exam (issue 25 item 5; course_tools/clinic_exam.py, course_tools/grading/exam_verdict.py).
+
+The corpus: an exam for 8 students, each handing in one kind of submission, graded through `nbgrader autograde` with
+the course's hardened grading (confined kernels, verdicts outside them); each must score as it deserves, with
+feedback that says why and does not give the answer away. Only three submissions train (the right fix, the right fix
+with a wrong diagnosis, the failing lines deleted): the others are refused before anything runs.
+"""
+
+import json
+import logging
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import nbformat
+import pytest
+from traitlets.config import Config
+
+from course_tools import clinic_exam
+from course_tools.grading import exam_verdict
+from course_tools.grading.exam_static import refusals
+from course_tools.release import nbgrader_env
+from torchdoctor.clinic.practice import Case
+from torchdoctor.clinic.templates import template_source
+
+SEED = "exam-test"
+NAME = "clinic_exam"
+
+
+def right_choice(case):
+    return next(i for i in range(len(case.choices())) if case.check_diagnosis(i))
+
+
+def wrong_choice(case):
+    return next(i for i in range(len(case.choices())) if not case.check_diagnosis(i))
+
+
+def moved_split(case):
+    """The data split's lines moved below its protected region, whose markers are left empty."""
+    lines = case.reference_fix().splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith("# --- protected: the data"))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("# --- end protected"))
+    return "".join(lines[:start + 1] + [lines[end]] + lines[start + 1:end] + lines[end + 1:])
+
+
+def deleted_lines(case):
+    """The buggy script without the training step's lines: nothing fails any more, and nothing is learnt."""
+    return "".join(line for line in case.script.splitlines(keepends=True)
+                   if "backward(" not in line and "optimizer.step()" not in line)
+
+
+@dataclass
+class Kind:
+    why: str
+    diagnosis: Callable
+    fix: Callable
+    deserves: tuple[int, int]  # diagnosis points, fix points
+    says: str = ""  # in the feedback of the cell(s) it loses
+    swapped_with: str | None = None  # hands in this student's case code instead of its own
+
+
+KINDS = {
+    "student01": Kind("right diagnosis, right fix", right_choice, Case.reference_fix, (1, 2)),
+    "student02": Kind("wrong diagnosis, right fix", wrong_choice, Case.reference_fix, (0, 2),
+                      "is not what is wrong in this script"),
+    "student03": Kind("right diagnosis, no fix", right_choice, lambda c: c.script, (1, 0), "unchanged"),
+    "student04": Kind("lowered bar: ten times the epochs", right_choice,
+                      lambda c: re.sub(r"EPOCHS = (\d+)", r"EPOCHS = \1 * 10", c.reference_fix()), (1, 0),
+                      "the number of epochs"),
+    "student05": Kind("range(2) hard-coded for EPOCHS", right_choice,
+                      lambda c: c.reference_fix().replace("range(EPOCHS)", "range(2)"), (1, 0), "range(EPOCHS)"),
+    "student06": Kind("failing lines deleted", right_choice, deleted_lines, (1, 0), "still shows a symptom"),
+    "student07": Kind("data split moved out of its protected region", right_choice, moved_split, (1, 0),
+                      "refused before it runs"),
+    "student08": Kind("another student's case code, with that case solved", right_choice, Case.reference_fix,
+                      (0, 0), "case-code mismatch", swapped_with="student01"),
+}
+
+
+def submission(personal, kind):
+    """The student's notebook with DIAGNOSIS and FIX answered for ``kind``."""
+    nb = nbformat.from_dict(json.loads(json.dumps(personal)))
+    case_cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "case_code")
+    case = Case.from_code(re.search(r'"(C-[^"]+)"', case_cell.source).group(1))
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id == "diagnosis":
+            cell.source = f"DIAGNOSIS = {kind.diagnosis(case)!r}"
+        elif grade_id == "fix":
+            cell.source = f"FIX = {kind.fix(case)!r}"
+    return nb
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The exam's folder, its roster, and per student {grade cell: (score, feedback message)}."""
+    out = tmp_path_factory.mktemp("exam")
+    roster = clinic_exam.build(list(KINDS), SEED, out, NAME)
+    course = out / "course"
+    for student, kind in KINDS.items():
+        personal = nbformat.read(out / "students" / (kind.swapped_with or student) / f"{NAME}.ipynb", as_version=4)
+        folder = course / "submitted" / student / NAME
+        folder.mkdir(parents=True)
+        nbformat.write(submission(personal, kind), folder / f"{NAME}.ipynb")
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", NAME, "--force"], cwd=course,
+                          env=nbgrader_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    from nbgrader.api import Gradebook
+
+    results = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for student in KINDS:
+            scores = {g.name: g.score for g in gb.find_submission_notebook(NAME, NAME, student).grades}
+            nb = nbformat.read(course / "autograded" / student / NAME / f"{NAME}.ipynb", as_version=4)
+            messages = {c.metadata.nbgrader["grade_id"]: c.metadata["torchdoctor"]["verdict"]["message"]
+                        for c in nb.cells if "torchdoctor" in c.metadata}
+            results[student] = {cell: (score, messages.get(cell, "")) for cell, score in scores.items()}
+    return out, roster, results
+
+
+@pytest.mark.parametrize("student", KINDS)
+def test_each_submission_scores_as_it_deserves(graded, student):
+    _, roster, results = graded
+    kind, got = KINDS[student], results[student]
+    deserves = {"test_diagnosis": kind.deserves[0], "test_fix": kind.deserves[1]}
+    assert {cell: score for cell, (score, _) in got.items()} == deserves, f"{kind.why}: {got}"
+    lost = [message for cell, (score, message) in got.items() if score < clinic_exam.POINTS[cell]]
+    assert all(kind.says in message for message in lost), f"{kind.why}: {lost}"
+    case = Case.from_code(roster[student])
+    right = case.choices()[right_choice(case)]
+    assert not any(right in message for message in lost), "the feedback gives the right diagnosis away"
+
+
+def test_the_roster_is_not_released(graded):
+    """The release names no case; a student's notebook names that student's only."""
+    out, roster, _ = graded
+    release = (out / "course" / "release" / NAME / f"{NAME}.ipynb").read_text()
+    assert not any(code in release for code in roster.values())
+    mine = (out / "students" / "student01" / f"{NAME}.ipynb").read_text()
+    assert [code for code in roster.values() if code in mine] == [roster["student01"]]
+
+
+# ---- cheap checks, no kernel -------------------------------------------------------------------------------------
+
+def test_students_from_a_number_or_a_file(tmp_path):
+    assert clinic_exam.student_ids(3, None) == ["student01", "student02", "student03"]
+    ids = tmp_path / "ids.txt"
+    ids.write_text("# class A\nada\n\nbob  # late\n")
+    assert clinic_exam.student_ids(None, ids) == ["ada", "bob"]
+    for count, path, says in [(None, None, "either N"), (2, ids, "either N"), (0, None, "from 1"),
+                              (None, tmp_path / "none.txt", "no such file")]:
+        with pytest.raises(clinic_exam.ExamError, match=says):
+            clinic_exam.student_ids(count, path)
+    for text, says in [("ada\nada\n", "twice"), ("a/b\n", "not valid"), ("# nobody\n", "no student")]:
+        ids.write_text(text)
+        with pytest.raises(clinic_exam.ExamError, match=says):
+            clinic_exam.student_ids(None, ids)
+
+
+def test_cases_are_fast_measurable_and_drawn_from_seed_and_student():
+    pool = clinic_exam.exam_pool()
+    assert {e["template"] for e in pool} == set(clinic_exam.FAST_TEMPLATES)
+    assert not [e for e in pool if e["oracle"] == "memory"]
+    draw = clinic_exam.case_for
+    assert draw("s", "ada", pool) == draw("s", "ada", pool)
+    assert len({(draw("s", f"x{i}", pool)[0]["operator"], draw("s", f"x{i}", pool)[1]) for i in range(20)}) > 10
+    assert draw("s", "ada", pool) != draw("t", "ada", pool)
+
+
+def test_bad_input_is_refused_with_a_clear_message(tmp_path, capsys):
+    assert clinic_exam.main(["--students", "2", "--out", str(tmp_path)]) == 2
+    assert "SEED is required" in capsys.readouterr().err
+    (tmp_path / "course" / "submitted").mkdir(parents=True)
+    with pytest.raises(clinic_exam.ExamError, match="--force"):
+        clinic_exam.build(["ada"], "s", tmp_path, NAME)
+
+
+def test_every_exam_case_s_reference_fix_passes_the_static_check():
+    for entry in clinic_exam.exam_pool():
+        case = Case(entry["template"], entry["operator"], 0)
+        assert refusals(template_source(case.template), case.script, case.reference_fix()) == [], entry
+
+
+ESCAPES = {
+    "import sys\n": "only the working script's imports",
+    "x = getattr(torch, 'save')\n": "`getattr`",
+    "x = torch.__dict__\n": "private and special",
+    "torch.Tensor.backward = print\n": "assigns no attribute",
+    "os.environ['CLINIC_SEED'] = '1'\n": "changes a module's state",
+    "print(os.system)\n": "`os.system`",
+    "torch.save(1, 'a').tofile\n": "`.tofile`",
+    "print(__builtins__)\n": "`__builtins__`",
+    "torch.load('x', weights_only=False)\n": "weights_only",
+    "d = load_digits()\n": "belongs to a protected region",
+    "def f():\n    while True:\n        break\n": "`while`",
+    "try:\n    main()\nexcept Exception:\n    pass\n": "try/except",
+    "f = eval\n": "`eval`",
+    "torch.utils.cpp_extension.load_inline('a', 'b')\n": "cpp_extension",
+}
+
+
+@pytest.mark.parametrize("added", ESCAPES)
+def test_escape_hatches_are_refused_before_running(added):
+    case = Case("digits_mlp", "no-zero-grad", 0)
+    found = refusals(template_source(case.template), case.script, case.reference_fix() + added)
+    assert any(ESCAPES[added] in line for line in found), found
+
+
+def _judge(part, record, student="ada", roster=None):
+    config = Config()
+    config.ClinicExam.rosters = {NAME: roster or {}}
+    return exam_verdict.judge({"kind": exam_verdict.KIND, "part": part}, [record], [], student, NAME, config,
+                              logging.getLogger("test"))
+
+
+def test_the_judge_takes_the_case_from_the_roster(monkeypatch):
+    monkeypatch.setattr(exam_verdict, "run_fix", lambda *a: pytest.fail("nothing here may run"))
+    ada, bob = Case("digits_mlp", "no-zero-grad", 1), Case("linear_regression", "no-zero-grad", 2)
+    roster = {"ada": ada.code, "bob": bob.code}
+    right = ada.choices()[right_choice(ada)]
+    assert _judge("diagnosis", {"code": ada.code, "answer": right}, roster=roster) == (1.0, [])
+    assert _judge("diagnosis", {"code": ada.code.lower(), "answer": right_choice(ada)}, roster=roster)[0] == 1
+    assert _judge("diagnosis", {"code": bob.code, "answer": right_choice(bob)}, roster=roster) == (
+        0.0, [exam_verdict.MISMATCH])
+    assert "not on the roster" in _judge("diagnosis", {"code": ada.code, "answer": 0}, "eve", roster)[1][0]
+    assert "index" in _judge("diagnosis", {"code": ada.code, "answer": [0]}, roster=roster)[1][0]
+    assert "does not exist" in _judge("diagnosis", {"code": ada.code, "answer": 9}, roster=roster)[1][0]
+    assert "did not report" in exam_verdict.judge({"kind": exam_verdict.KIND, "part": "fix"}, [], [], "ada", NAME,
+                                                  Config(ClinicExam={"rosters": {NAME: roster}}),
+                                                  logging.getLogger("test"))[1][0]
+    for script, says in [(ada.script, "unchanged"), ("def (", "not valid Python"), (None, "FIX must be"),
+                         (ada.reference_fix() + "import sys\n", "refused")]:
+        score, messages = _judge("fix", {"code": ada.code, "script": script}, roster=roster)
+        assert score == 0 and says in messages[0], messages

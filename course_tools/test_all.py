@@ -12,6 +12,13 @@ else in ``parts``' order (the longest measured on the 2-core machine first). The
 work bounds the run as much as the longest part: a part's CPU time is user + system time of the part and of every
 process it waited for (``os.wait4``). Processes nobody waits for are not in it: the kernels a grading zygote forks
 (it ignores SIGCHLD, so the system reaps them), and daemons (PostgreSQL, Slurm).
+
+The parts run with one intra-op thread per process (``ONE_THREAD``, unless the caller set those variables): they
+load the 2 cores ten processes deep, where a torch process with its default two threads spends 2.5-3 times the CPU
+on the same work, its threads spinning while they wait for each other (a conv net's training steps measured under
+make test's load: 7.5-8.0 s of CPU with two threads against 2.7-3.1 s with one). Grading kernels set their own
+threads (``torch_threads``), and the notebooks' default configuration runs in the matrix job
+(``make test-notebooks-matrix``) as students run them.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ DISTRIBUTED = ["tests/test_grading_distributed.py", "tests/test_grading_slurm.py
 # Every submission of every assignment's corpus graded: the longest part, started first.
 CORPUS = ["tests/test_grading_corpus.py"]
 LAST = "pytest"  # printed last: the run ends with its summary line
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def parts(device: str) -> dict[str, list[str]]:
@@ -50,6 +58,11 @@ def parts(device: str) -> dict[str, list[str]]:
         "i18n-check": [py, "-m", "course_tools.i18n", "check"],
         "lint": [str(Path(py).with_name("ruff")), "check", "."],
     }
+
+
+def part_environment() -> dict[str, str]:
+    """The parts' environment: this one, with one intra-op thread per process where the caller set no number."""
+    return {**ONE_THREAD, **os.environ}
 
 
 def start_order(names: list[str]) -> list[str]:
@@ -91,11 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     LOGS.mkdir(parents=True, exist_ok=True)
     commands = parts(args.device)
     order = start_order(list(commands))
+    env = part_environment()
+    print("threads per process: " + ", ".join(f"{k}={env[k]}" for k in ONE_THREAD), flush=True)
     started, cpu_before = time.monotonic(), machine_cpu()
     running: dict[int, tuple[str, subprocess.Popen, t.IO]] = {}
     for name in order:
         log = open(LOGS / f"{name}.log", "w")  # closed when the part ends
-        proc = subprocess.Popen(commands[name], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(commands[name], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         running[proc.pid] = (name, proc, log)
         print(f"started {name}: {' '.join(commands[name])}", flush=True)
     results: dict[str, dict[str, float]] = {}

@@ -59,3 +59,9 @@ def test_the_notebook_matrix_job_runs_every_configuration_make_test_leaves_out()
     assert set(job["strategy"]["matrix"]["config"]) | {"fast-seed0"} == set(CONFIGURATIONS)
     assert any("make test-notebooks-matrix CONFIG=${{ matrix.config }}" in step.get("run", "") for step in job["steps"])
     assert "pull_request" in WORKFLOW[True] and "if" not in job, "the matrix checks every push and pull request"
+
+
+def test_a_job_runs_the_chinese_notebooks_under_the_runner_on_every_push():
+    job = WORKFLOW["jobs"]["notebooks-zh_CN"]
+    assert any(step.get("run", "").strip() == "make i18n-test-notebooks" for step in job["steps"])
+    assert "if" not in job, "the Chinese notebooks are checked on every push and pull request"

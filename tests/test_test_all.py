@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from course_tools.test_all import machine_cpu, slowest
+from course_tools.test_all import machine_cpu, part_environment, slowest
 
 
 def test_the_slowest_tests_are_read_from_the_durations_section_only():
@@ -21,3 +21,12 @@ def test_the_machines_busy_cpu_grows_while_this_process_works():
     after = machine_cpu()
     assert before and after and all(x >= 0 for x in before)
     assert after[0] > before[0] and after[1] >= before[1]
+
+
+def test_the_parts_run_one_thread_per_process_unless_the_caller_chose(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    env = part_environment()
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert part_environment()["OMP_NUM_THREADS"] == "2"

@@ -51,10 +51,12 @@ class _Script:
         self.parents = {child: node for node in ast.walk(self.tree) for child in ast.iter_child_nodes(node)}
         self.imports = {ast.dump(n) for n in ast.walk(self.tree) if isinstance(n, ast.Import | ast.ImportFrom)}
         self.bindings: dict[str, str] = {}
+        self.modules: set[str] = set()  # names bound by a plain ``import X [as Y]``: a module, not a protected value
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Import):
                 self.bindings.update({a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
                                       for a in node.names})
+                self.modules.update(a.asname or a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module:
                 self.bindings.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
 
@@ -166,7 +168,9 @@ def refusals(clean: str, buggy: str, source: str) -> list[str]:
         refuse(f"`{name}` is not allowed in an exam fix (the working script uses {', '.join(sorted(exact))})")
 
     clean_script = known[0]
-    only_protected = (clean_script.names(True) - clean_script.names(False)) | (
+    # A module the working script uses only in a protected region (numpy, for the split) is still free to use
+    # elsewhere (``np.float32``); what that region uses of it (``numpy.random.RandomState``) is not.
+    only_protected = (clean_script.names(True) - clean_script.names(False) - clean_script.modules) | (
         clean_script.chains(True) - clean_script.chains(False))
     used_outside = ours.names(False) | ours.chains(False)
     for name in sorted(only_protected & used_outside - known[1].names(False) - known[1].chains(False)):

@@ -30,3 +30,16 @@ def test_the_parts_run_one_thread_per_process_unless_the_caller_chose(monkeypatc
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert part_environment()["OMP_NUM_THREADS"] == "2"
+
+
+def test_every_test_file_runs_in_exactly_one_part_and_the_chinese_check_is_a_part():
+    from course_tools import test_all
+    from course_tools.release import REPO
+
+    groups = [test_all.DISTRIBUTED, test_all.CORPUS, test_all.GRADING]
+    named = [path for group in groups for path in group]
+    assert len(named) == len(set(named)), "a test file is in two parts"
+    assert all((REPO / path).is_file() for path in named), "a part names a test file that does not exist"
+    commands = test_all.parts("cpu")
+    assert all(f"--ignore={path}" in commands["pytest"] for path in named)
+    assert commands["i18n-check"][-2:] == ["course_tools.i18n", "check"]

@@ -152,6 +152,13 @@ clinic-validate: setup
 	$(BIN)/python -m torchdoctor.clinic validate --seeds $(SEEDS) --jobs $(JOBS) --json build/clinic/matrix.json \
 		$(foreach t,$(TEMPLATE),--template $(t)) $(foreach o,$(OPERATOR),--operator $(o))
 
+# The gate for pairs of bugs (docs/authors.md "Bug clinic"): pairs of cases validated by clinic-validate, on the fast
+# templates, each pair's script with both bugs and each single bug on SEEDS seeds; writes build/clinic/pairs.json.
+# Then `python -m torchdoctor.clinic cases` writes both into torchdoctor/clinic/cases.json.
+.PHONY: clinic-validate-pairs
+clinic-validate-pairs: setup
+	$(BIN)/python -m torchdoctor.clinic validate --pairs --seeds $(SEEDS) --jobs $(JOBS) --json build/clinic/pairs.json
+
 # The bug clinic exam (issue 25; docs/instructors.md "Bug clinic exam"): one validated case per student, drawn from
 # SEED and the student id, for N students (student01, student02...) or those of STUDENTS (a file, one id a line):
 # an nbgrader course in EXAM_DIR/course (default build/clinic_exam), each student's notebook in EXAM_DIR/students/ and

@@ -660,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="run: SEED (default 0)")
     parser.add_argument("--full", action="store_true", help="run: FAST=False")
     parser.add_argument("--jobs", type=int, default=1, help="run: notebooks at once (default 1)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # `run --device cpu NOTEBOOK...`, as make passes them
     every = notebooks()
     unknown = [n for n in args.notebooks if n not in every]
     if unknown:

@@ -4,6 +4,7 @@ run here (`make clinic-validate`)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -21,6 +22,15 @@ from torchdoctor.clinic import (
     template_source,
     validate,
 )
+from torchdoctor.clinic.pairs import (
+    PAIR_TEMPLATES,
+    PER_TEMPLATE,
+    pair_reason,
+    pair_sources,
+    select_pairs,
+    validate_pairs,
+)
+from torchdoctor.clinic.practice import CASES_PATH
 from torchdoctor.manifest import load_manifest
 
 CATALOG_IDS = {e.id for e in CATALOG}
@@ -96,3 +106,67 @@ def test_a_representative_subset_validates_and_the_symptom_free_operators_are_re
         assert not verdicts[op].validated, (op, verdicts[op].findings)
         assert "no symptom" in verdicts[op].reason
     assert "rejected" in matrix.table()
+
+
+# --- pairs of bugs (torchdoctor/clinic/pairs.py) ---------------------------------------------------------------
+
+
+def _report(error_id=None, frozen=(), score=0.97, losses=(2.3, 0.4)):
+    """A runner's report, as much of it as the oracles read (digits_mlp: 10 classes, threshold 0.95 below)."""
+    return {"template": "digits_mlp", "error": f"RuntimeError: {error_id}" if error_id else None,
+            "error_id": error_id, "root_error_id": None, "losses": list(losses), "frozen": list(frozen),
+            "rss": [], "score": None if error_id else score}
+
+
+def test_a_pair_s_edits_must_be_independent():
+    a, b = get_operator("detach-hidden"), get_operator("float64-inputs")
+    both, only_a, only_b = pair_sources("digits_mlp", a, b)
+    assert only_a == apply_operator(a, "digits_mlp") and only_b == apply_operator(b, "digits_mlp")
+    assert revert(a, "digits_mlp", revert(b, "digits_mlp", both)) == template_source("digits_mlp")
+    with pytest.raises(ClinicError, match="edits overlap|found 0 times"):  # both edit the same labels
+        pair_sources("digits_mlp", get_operator("labels-one-based"), get_operator("float-labels"))
+
+
+def test_the_pairs_tried_are_few_fast_and_of_two_chapters():
+    cases = json.loads(CASES_PATH.read_text())["cases"]
+    validated = [(c["template"], c["operator"]) for c in cases]
+    chosen = select_pairs(validated)
+    assert chosen == select_pairs(list(reversed(validated)))  # deterministic
+    assert {t for t, _, _ in chosen} <= set(PAIR_TEMPLATES) and "ddp_digits" not in PAIR_TEMPLATES
+    for t in PAIR_TEMPLATES:
+        assert 0 < sum(p[0] == t for p in chosen) <= PER_TEMPLATE
+    for t, a, b in chosen:
+        op_a, op_b = get_operator(a), get_operator(b)
+        assert (t, a) in validated and (t, b) in validated
+        assert op_a.oracle != "error" and op_a.chapter != op_b.chapter and op_a.oracle != op_b.oracle
+
+
+def test_the_pair_gate_wants_each_bug_to_need_its_own_fix():
+    """detach-hidden (parameters frozen) with float64-inputs (an error that hides it): accepted when the script
+    with the error fixed still shows the frozen layers; rejected when fixing one bug hides the other's symptom,
+    or when the two bugs together show nothing."""
+    a, b = get_operator("detach-hidden"), get_operator("float64-inputs")
+    error, frozen, clean = _report("matmul-dtype"), _report(frozen=["fc1.weight"]), _report()
+    assert pair_reason(a, b, {"both": [error] * 3, "a": [frozen] * 3, "b": [error] * 3}, 0.95) == ""
+    hidden = pair_reason(a, b, {"both": [error] * 3, "a": [frozen, clean, frozen], "b": [error] * 3}, 0.95)
+    assert hidden.startswith("seed 1: fixing float64-inputs alone also hides detach-hidden's symptom"), hidden
+    silent = get_operator("loss-sum-keeps-graph")
+    none = pair_reason(a, silent, {"both": [clean] * 3, "a": [frozen] * 3, "b": [clean] * 3}, 0.95)
+    assert none.startswith("seed 0: with both bugs, neither bug's oracle fires"), none
+
+
+def test_the_pair_gate_runs_a_pair_and_its_two_bugs(tmp_path):
+    """One seed of a real pair on linear regression (3 runs of a few seconds): the learning rate that makes the
+    loss NaN, and the forward pass under no_grad that raises first."""
+    matrix = {"seeds": [0], "clean": {"linear_regression": {"threshold": 0.979}},
+              "cases": [{"template": "linear_regression", "operator": o, "validated": True}
+                        for o in ("learning-rate-too-high", "forward-under-no-grad")]}
+    (tmp_path / "matrix.json").write_text(json.dumps(matrix))
+    result = validate_pairs(tmp_path / "matrix.json", seeds=1, workdir=tmp_path / "runs")
+    [pair] = result.pairs
+    assert pair.operators == ["learning-rate-too-high", "forward-under-no-grad"]
+    assert pair.validated, (pair.reason, pair.findings)
+    assert pair.findings[0]["both"]["error"] == "no-grad-fn" and pair.findings[0]["a"]["nonfinite"]
+    assert "1 pairs validated of 1 tried" in result.table() and json.loads(result.to_json())["pairs"][0]["validated"]
+    with pytest.raises(ClinicError, match="run `make clinic-validate`"):
+        validate_pairs(tmp_path / "missing.json")

@@ -8,11 +8,13 @@ import json
 import pytest
 
 from torchdoctor.clinic import OPERATORS, ClinicError, get_operator, template_source
+from torchdoctor.clinic.pair_case import PairCase
 from torchdoctor.clinic.practice import (
     CASES_PATH,
     KINDS,
     SYMPTOM_SECTIONS,
     Case,
+    Run,
     available,
     chapter_pointer,
     draw,
@@ -21,6 +23,7 @@ from torchdoctor.clinic.practice import (
 )
 
 CASES = json.loads(CASES_PATH.read_text())["cases"]
+PAIRS = json.loads(CASES_PATH.read_text())["pairs"]
 
 
 def test_the_cases_are_validated_and_still_apply():
@@ -28,7 +31,13 @@ def test_the_cases_are_validated_and_still_apply():
     for entry in CASES:
         case = Case(entry["template"], entry["operator"], 0)  # raises when a script changed since validation
         assert case.kind == ("error" if get_operator(entry["operator"]).oracle == "error" else "silent")
-    assert {e["kind"] for e in CASES} == set(KINDS)
+    assert {e["kind"] for e in CASES} == set(KINDS) - {"two"}
+    assert len(PAIRS) >= 10
+    for entry in PAIRS:
+        case = PairCase(entry["template"], tuple(entry["operators"]), 0)  # raises when a script changed
+        assert case.kind == "two" and case.chapters == tuple(entry["chapters"])
+        singles = {(e["template"], e["operator"]) for e in CASES}
+        assert all((entry["template"], o) in singles for o in entry["operators"])
 
 
 def test_cases_json_is_written_from_the_matrix_with_validated_cases_only(tmp_path):
@@ -39,6 +48,15 @@ def test_cases_json_is_written_from_the_matrix_with_validated_cases_only(tmp_pat
     data = write_cases(tmp_path / "matrix.json", tmp_path / "cases.json")
     assert [c["operator"] for c in data["cases"]] == ["learning-rate-too-high"]
     assert json.loads((tmp_path / "cases.json").read_text()) == data
+    pairs = {"pairs": [{"template": "linear_regression", "operators": ["learning-rate-too-high", op],
+                        "validated": True} for op in ("forward-under-no-grad", "target-column")]}
+    matrix["cases"].append({"operator": "forward-under-no-grad", "template": "linear_regression", "validated": True})
+    (tmp_path / "matrix.json").write_text(json.dumps(matrix))
+    (tmp_path / "pairs.json").write_text(json.dumps(pairs))
+    data = write_cases(tmp_path / "matrix.json", tmp_path / "cases.json", tmp_path / "pairs.json")
+    [pair] = data["pairs"]  # target-column was not validated alone: its pair is not offered
+    assert pair["operators"] == ["learning-rate-too-high", "forward-under-no-grad"] and pair["kind"] == "two"
+    assert pair["chapters"] == ["convergence", "gradients"] and pair["kinds"] == ["silent", "error"]
 
 
 def test_every_code_round_trips_and_codes_do_not_collide():
@@ -50,11 +68,30 @@ def test_every_code_round_trips_and_codes_do_not_collide():
             assert (again.template, again.seed, again.script) == (case.template, seed, case.script)
             assert again.choices() == case.choices()
             codes.add(case.code)
-    assert len(codes) == 3 * len(CASES)
+    for entry in PAIRS:
+        for seed in (0, 2**20 - 1):
+            case = PairCase(entry["template"], tuple(entry["operators"]), seed)
+            again = Case.from_code(case.code)
+            assert type(again) is PairCase and case.code.startswith("P-")
+            assert (again.template, again.seed, again.script, again.choices()) == (
+                case.template, seed, case.script, case.choices())
+            codes.add(case.code)
+    assert len(codes) == 3 * len(CASES) + 2 * len(PAIRS)
     hashes = {(t, op.id) for op in OPERATORS for t in op.templates}
-    from torchdoctor.clinic.practice import _pairs_by_hash
+    from torchdoctor.clinic.practice import _keys_by_hash
 
-    assert len(_pairs_by_hash()) == len(hashes)
+    assert len(_keys_by_hash("C")) == len(hashes) and len(_keys_by_hash("P")) == len(PAIRS)
+
+
+def test_codes_given_out_before_pairs_still_name_the_same_cases():
+    for code, template, operator, seed in [("C-ADBE-RGCA", "digits_mlp", "detach-hidden", 0),
+                                           ("C-DEH3-600X", "digits_mlp", "detach-hidden", 7)]:
+        case = Case.from_code(code)
+        assert (type(case), case.template, case._op.id, case.seed) == (Case, template, operator, seed)
+        assert Case(template, operator, seed).code == code
+    pair = Case.from_code(draw(kind="two", seed=3).code)
+    with pytest.raises(ClinicError, match="mistyped"):  # the prefix is checked too
+        Case.from_code("C" + pair.code[1:])
 
 
 def test_a_code_hides_the_bug_and_survives_small_typos():
@@ -102,12 +139,16 @@ def test_draw_filters_by_chapter_and_kind_and_gives_new_cases():
     assert draw("gradients", "silent", seed=3) == draw("gradients", "silent", seed=3)
     assert draw(seed=5).seed == 5
     assert len(available(kind="error")) + len(available(kind="silent")) == len(available()) == len(CASES)
+    assert available(kind="two") == PAIRS
+    for slug in {c for e in PAIRS for c in e["chapters"]}:
+        assert slug in draw(chapter=slug, kind="two").chapters
+    assert draw("gradients", "two", seed=3) == draw("gradients", "two", seed=3)
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"chapter": "nope"}, r"no chapter 'nope'.*valid chapter slugs: .*gradients"),
     ({"kind": "hard"}, r"unknown kind 'hard'; valid: 'error'"),
-    ({"kind": "two"}, r"Pairs of bugs \('two'\) are not offered"),
+    ({"chapter": "multi-gpu", "kind": "two"}, r"chapter 'multi-gpu' has no case of kind 'two'; it has: error"),
     ({"chapter": "memory", "kind": "error"}, r"chapter 'memory' has no case of kind 'error'; it has: silent"),
     ({"seed": -1}, "seed must be a whole number"),
 ])
@@ -214,3 +255,47 @@ def test_a_bad_path_or_syntax_is_a_clear_answer(nan_case, tmp_path):
         nan_case.check_fix(str(tmp_path / "missing.py"))
     verdict = nan_case.check_fix("def broken(:\n    pass\n")
     assert not verdict.ok and "not valid Python" in verdict.title
+
+
+# --- two bugs in one script (torchdoctor/clinic/pair_case.py) ---------------------------------------------------
+
+
+def _pair(template, a, b, seed=0):
+    assert [template, [a, b]] in [[e["template"], e["operators"]] for e in PAIRS], (a, b)
+    return PairCase(template, (a, b), seed)
+
+
+def test_a_pair_s_diagnosis_names_both_bugs_and_a_wrong_name_costs_a_right_one():
+    case = _pair("digits_mlp", "detach-hidden", "load-whole-checkpoint")
+    options = case.choices()
+    truths = [options.index(get_operator(o).description) for o in ("detach-hidden", "load-whole-checkpoint")]
+    others = [i for i in range(len(options)) if i not in truths]
+    assert len(options) == len(set(options)) == 6 and len(case._distractor_operators()) == 4
+    assert case.check_diagnosis(truths).ok and case.check_diagnosis([options[i].upper() for i in truths]).ok
+    half = case.check_diagnosis(truths[:1])
+    assert not half.ok and "1 of the 2 bugs named, and 0 wrong choices: 50% of the credit" in half.title
+    assert "an error stops the script before the other bug can show" in half.problems[-1]
+    mixed = case.check_diagnosis([truths[0], others[0]])
+    assert "1 wrong choice: 0% of the credit" in mixed.title and "is not what is wrong" in mixed.problems[0]
+    assert "0% of the credit" in case.check_diagnosis(list(range(6))).title  # naming every choice earns nothing
+    with pytest.raises(ClinicError, match="answer with a list of choices"):
+        case.check_diagnosis(truths[0])
+
+
+def test_a_pair_s_protected_regions_take_each_half_fix_and_its_reference_fix_is_the_template():
+    for entry in PAIRS:
+        case = PairCase(entry["template"], tuple(entry["operators"]), 0)
+        assert case.reference_fix() == template_source(entry["template"])
+        for version in (case.script, *case._halves, case.reference_fix()):
+            assert case.protected_changes(version) == [], entry
+
+
+def test_a_pair_s_fix_passes_only_when_both_bugs_are_fixed():
+    """A real run of the script with one of the two bugs fixed (linear regression, a few seconds); the other
+    verdicts from the runs' reports."""
+    case = _pair("linear_regression", "learning-rate-too-high", "forward-under-no-grad", seed=2)
+    half = case.check_fix(case.script.replace(*LR), timeout=120)
+    assert not half.ok and half.problems[0].startswith("one of this case's two bugs still raises its error"), half
+    nan = {**half.run.report, "error": None, "losses": [1.0, "nan"], "score": 0.1}
+    silent = case._problems(Run(case.code, "your script", "", nan, {"nonfinite": True, "accuracy": True}, 0.97, [1]))
+    assert silent[0] == "one of this case's two bugs still shows its symptom" and "NaN or infinite" in silent[1]

@@ -1,5 +1,6 @@
-"""``python -m torchdoctor.clinic validate|list|show|cases``: the clinic's matrix, its operators, one mutant's source,
-and the students' list of validated cases (torchdoctor/clinic/cases.json) written from the matrix."""
+"""``python -m torchdoctor.clinic validate|list|show|cases``: the clinic's matrix (``validate --pairs``: the pairs of
+bugs), its operators, one mutant's source, and the students' list of validated cases and pairs
+(torchdoctor/clinic/cases.json) written from the matrices."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 from torchdoctor.clinic.operators import OPERATORS, ClinicError, apply_operator
+from torchdoctor.clinic.pairs import PER_TEMPLATE, validate_pairs
 from torchdoctor.clinic.validate import DEFAULT_WORKDIR, validate
 
 
@@ -23,6 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="where runs write (default build/clinic)")
     v.add_argument("--json", type=Path, help="also write the matrix as JSON here")
     v.add_argument("--quiet", action="store_true", help="no line per run")
+    v.add_argument("--pairs", action="store_true",
+                   help="the pair gate instead: pairs of bugs validated singly in --matrix, on --seeds seeds")
+    v.add_argument("--matrix", type=Path, default=DEFAULT_WORKDIR / "matrix.json",
+                   help="with --pairs: the single cases' matrix (default build/clinic/matrix.json)")
+    v.add_argument("--per-template", type=int, default=PER_TEMPLATE,
+                   help=f"with --pairs: pairs tried per template (default {PER_TEMPLATE})")
     sub.add_parser("list", help="the operators, by chapter")
     s = sub.add_parser("show", help="print a mutant's source")
     s.add_argument("operator")
@@ -30,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("cases", help="write the validated cases students draw from (cases.json) from the matrix")
     c.add_argument("--matrix", type=Path, default=DEFAULT_WORKDIR / "matrix.json",
                    help="the gate's JSON (default build/clinic/matrix.json, from `make clinic-validate`)")
+    c.add_argument("--pairs", type=Path, default=DEFAULT_WORKDIR / "pairs.json",
+                   help="the pair gate's JSON (default build/clinic/pairs.json, from `make clinic-validate-pairs`)")
     c.add_argument("--out", type=Path, help="where to write (default torchdoctor/clinic/cases.json)")
     args = parser.parse_args(argv)
     try:
@@ -40,16 +50,27 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "cases":
             from torchdoctor.clinic.practice import CASES_PATH, write_cases
 
-            data = write_cases(args.matrix, args.out or CASES_PATH)
+            pairs = args.pairs if args.pairs.exists() else None
+            if pairs is None:
+                print(f"no pair matrix at {args.pairs}: no pairs written (run `make clinic-validate-pairs` first)")
+            data = write_cases(args.matrix, args.out or CASES_PATH, pairs)
             kinds = {k: sum(c["kind"] == k for c in data["cases"]) for k in ("error", "silent")}
-            print(f"{len(data['cases'])} validated cases ({kinds['error']} errors, {kinds['silent']} silent) "
-                  f"written to {args.out or CASES_PATH}")
+            print(f"{len(data['cases'])} validated cases ({kinds['error']} errors, {kinds['silent']} silent) and "
+                  f"{len(data.get('pairs', []))} pairs written to {args.out or CASES_PATH}")
             return 0
         if args.command == "show":
             print(apply_operator(args.operator, args.template), end="")
             return 0
-        matrix = validate(args.template, args.operator, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout,
-                          workdir=args.workdir, progress=None if args.quiet else lambda m: print(m, flush=True))
+        progress = None if args.quiet else lambda m: print(m, flush=True)
+        if args.pairs:
+            if args.template or args.operator:
+                raise ClinicError("--pairs chooses its own pairs: leave out --template and --operator")
+            matrix = validate_pairs(args.matrix, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout,
+                                    workdir=args.workdir / "pairs", per_template=args.per_template,
+                                    progress=progress)
+        else:
+            matrix = validate(args.template, args.operator, seeds=args.seeds, jobs=args.jobs,
+                              timeout=args.timeout, workdir=args.workdir, progress=progress)
     except ClinicError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -57,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(matrix.to_json())
+    if args.pairs:
+        return 0
     problems = [p for info in matrix.clean.values() for p in info["problems"]]
     return 1 if problems else 0
 

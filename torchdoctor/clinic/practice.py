@@ -15,7 +15,8 @@ script passes every oracle, the buggy one fires its own, the reverted one passes
 is a template, a bug operator and a run seed (the seed of the script's weights and batch order), so the stream of
 cases has no end. Its code, such as ``C-7Q2M-0K4D``, hides which bug it is: it encodes the template and operator
 (by a 16-bit hash of their names) and the seed, shuffled so that two codes of one bug look unrelated, and a check
-character that catches most typos.
+character that catches most typos. ``draw(kind="two")`` serves a pair of bugs in one script, each needing its own
+fix (``pair_case.py``; its code starts with ``P-``).
 
 Scripts run in a separate process (the clinic's runner, forked from a process that has imported torch once) with a
 time limit; nothing a script prints is trusted: the runner measures the losses, the parameters that never changed,
@@ -41,6 +42,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchdoctor.clinic.codes import MAX_SEED, decode, encode, key_hash
 from torchdoctor.clinic.operators import OPERATORS, ClinicError, Operator, apply_operator, get_operator, revert
 from torchdoctor.clinic.oracles import symptoms
 from torchdoctor.clinic.templates import TEMPLATES, template_source
@@ -49,10 +51,8 @@ __all__ = ["CASES_PATH", "KINDS", "Case", "Feedback", "Run", "available", "chapt
            "protected_regions", "write_cases"]
 
 CASES_PATH = Path(__file__).with_name("cases.json")
-KINDS = {"error": "one bug that raises an error", "silent": "one bug that raises nothing but shows a symptom"}
-MAX_SEED = 2**20 - 1
-_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32: no I, L, O, U
-_TYPOS = str.maketrans({"O": "0", "I": "1", "L": "1"})
+KINDS = {"error": "one bug that raises an error", "silent": "one bug that raises nothing but shows a symptom",
+         "two": "two bugs, each needing its own fix"}
 DEFAULT_TIMEOUT = 120.0
 
 # Where the course teaches each symptom: (chapter slug, how the section's heading starts).
@@ -80,10 +80,12 @@ def _fingerprint(source: str) -> str:
     return hashlib.sha256(ast.dump(ast.parse(source)).encode()).hexdigest()[:16]
 
 
-def write_cases(matrix_path: Path | str = "build/clinic/matrix.json", out: Path | str = CASES_PATH) -> dict:
+def write_cases(matrix_path: Path | str = "build/clinic/matrix.json", out: Path | str = CASES_PATH,
+                pairs_path: Path | str | None = None) -> dict:
     """Write ``cases.json`` from the gate's matrix (``validate --json``): its validated cases only, each with its
     kind and the fingerprints of the clean and buggy scripts it was validated on, and each template's clean scores
-    and accuracy threshold. Returns what it wrote."""
+    and accuracy threshold; and the pairs validated in ``pairs_path`` (``validate --pairs --json``) whose two bugs
+    are validated cases. Returns what it wrote."""
     matrix = json.loads(Path(matrix_path).read_text())
     cases = []
     for c in matrix["cases"]:
@@ -98,6 +100,10 @@ def write_cases(matrix_path: Path | str = "build/clinic/matrix.json", out: Path 
             "templates": {t: {"scores": matrix["clean"][t]["scores"], "threshold": matrix["clean"][t]["threshold"],
                               "clean": _fingerprint(template_source(t))} for t in used},
             "cases": sorted(cases, key=lambda c: (c["chapter"], c["operator"], c["template"]))}
+    if pairs_path is not None:
+        from torchdoctor.clinic.pair_case import pair_entries
+
+        data["pairs"] = pair_entries(json.loads(Path(pairs_path).read_text()), cases)
     Path(out).write_text(json.dumps(data, indent=1) + "\n")
     return data
 
@@ -111,19 +117,22 @@ def _cases_file() -> dict:
 
 def available(chapter: str | None = None, kind: str | None = None) -> list[dict]:
     """The validated cases (template x operator), filtered by chapter slug and kind; a clear error for an unknown
-    chapter or kind, or a filter that leaves nothing."""
+    chapter or kind, or a filter that leaves nothing. Pairs of bugs only with ``kind="two"`` (a pair belongs to the
+    chapters of both its bugs)."""
     entries = _cases_file()["cases"]
+    pairs = _cases_file().get("pairs", [])
     if kind is not None and kind not in KINDS:
-        extra = (" Pairs of bugs ('two') are not offered: the clinic cannot yet show that each bug of a pair needs "
-                 "its own fix." if kind == "two" else "")
-        raise ClinicError(f"unknown kind {kind!r}; valid: {', '.join(f'{k!r} ({v})' for k, v in KINDS.items())}."
-                          + extra)
+        raise ClinicError(f"unknown kind {kind!r}; valid: {', '.join(f'{k!r} ({v})' for k, v in KINDS.items())}.")
     slugs = sorted({e["chapter"] for e in entries}, key=_chapter_position)
     if chapter is not None and chapter not in slugs:
         raise ClinicError(f"no chapter {chapter!r} in the clinic; valid chapter slugs: {', '.join(slugs)}")
-    chosen = [e for e in entries if chapter in (None, e["chapter"]) and kind in (None, e["kind"])]
+    if kind == "two":
+        chosen = [e for e in pairs if chapter is None or chapter in e["chapters"]]
+    else:
+        chosen = [e for e in entries if chapter in (None, e["chapter"]) and kind in (None, e["kind"])]
     if not chosen:
-        kinds = sorted({e["kind"] for e in entries if e["chapter"] == chapter})
+        kinds = sorted({e["kind"] for e in entries if e["chapter"] == chapter}
+                       | ({"two"} if any(chapter in e["chapters"] for e in pairs) else set()))
         raise ClinicError(f"chapter {chapter!r} has no case of kind {kind!r}; it has: {', '.join(kinds)}")
     return chosen
 
@@ -135,76 +144,32 @@ def _chapter_position(slug: str) -> int:
         return 99
 
 
-# --- case codes -------------------------------------------------------------------------------------------------
-
-
-def _pair_hash(template: str, operator: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"{template}/{operator}".encode()).digest()[:2], "big")
-
-
-def _check_bits(payload: int) -> int:
-    return hashlib.sha256(payload.to_bytes(5, "big")).digest()[0] & 0xF
-
-
-def _feistel(payload: int, decode: bool = False) -> int:
-    """A reversible shuffle of the 36 bits, so that codes of the same bug share no visible part."""
-    left, right = payload >> 18, payload & 0x3FFFF
-    rounds = range(3, -1, -1) if decode else range(4)
-    for r in rounds:
-        if decode:
-            left, right = right ^ _round(r, left), left
-        else:
-            left, right = right, left ^ _round(r, right)
-    return (left << 18) | right
-
-
-def _round(r: int, half: int) -> int:
-    return int.from_bytes(hashlib.sha256(f"clinic/{r}/{half}".encode()).digest()[:3], "big") & 0x3FFFF
-
-
-def _encode(template: str, operator: str, seed: int) -> str:
-    payload = _feistel((_pair_hash(template, operator) << 20) | seed)
-    number = (payload << 4) | _check_bits(payload)
-    chars = "".join(_ALPHABET[(number >> shift) & 31] for shift in range(35, -1, -5))
-    return f"C-{chars[:4]}-{chars[4:]}"
+# --- case codes (codes.py) -------------------------------------------------------------------------------------
 
 
 @functools.cache
-def _pairs_by_hash() -> dict[int, tuple[str, str]]:
-    pairs: dict[int, tuple[str, str]] = {}
-    for op in OPERATORS:
-        for t in op.templates:
-            h = _pair_hash(t, op.id)
-            if h in pairs:  # tests/test_clinic_practice.py keeps this from happening
-                raise ClinicError(f"case codes collide: {pairs[h]} and {(t, op.id)}")
-            pairs[h] = (t, op.id)
-    return pairs
+def _keys_by_hash(prefix: str) -> dict[int, str]:
+    """Every key a code of this prefix may name: each operator on each of its templates, or each validated pair."""
+    if prefix == "C":
+        keys = [f"{t}/{op.id}" for op in OPERATORS for t in op.templates]
+    else:
+        keys = [f"{e['template']}/{'+'.join(e['operators'])}" for e in _cases_file().get("pairs", [])]
+    found: dict[int, str] = {}
+    for key in keys:
+        h = key_hash(key)
+        if h in found:  # tests/test_clinic_practice.py keeps this from happening
+            raise ClinicError(f"case codes collide: {found[h]} and {key}")
+        found[h] = key
+    return found
 
 
 def _decode(code: str) -> tuple[str, str, int]:
-    if not isinstance(code, str):
-        raise ClinicError(f"a case code is a string like 'C-7Q2M-0K4D', not {type(code).__name__}")
-    text = code.strip().upper().translate(_TYPOS)
-    if not text.startswith("C-"):
-        raise ClinicError(f"{code!r} is not a case code: a case code looks like 'C-7Q2M-0K4D' (C, a dash, 8 "
-                          "letters and digits)")
-    body = text[2:].replace("-", "").replace(" ", "")
-    bad = sorted(set(body) - set(_ALPHABET))
-    if len(body) != 8 or bad:
-        why = f"it has the characters {''.join(bad)!r}, which no code uses" if bad else f"it has {len(body)}"
-        raise ClinicError(f"{code!r} is not a case code: after 'C-' come 8 letters and digits; {why}")
-    number = 0
-    for ch in body:
-        number = number * 32 + _ALPHABET.index(ch)
-    payload, check = number >> 4, number & 0xF
-    if _check_bits(payload) != check:
-        raise ClinicError(f"{code!r} is not a valid case code (its check character does not match): a character "
-                          "was probably mistyped; copy the code again")
-    payload = _feistel(payload, decode=True)
-    pair = _pairs_by_hash().get(payload >> 20)
-    if pair is None:
+    """The prefix ('C' or 'P'), the key ('template/operator' or 'template/a+b') and the seed a code names."""
+    prefix, hashed, seed = decode(code)
+    key = _keys_by_hash(prefix).get(hashed)
+    if key is None:
         raise ClinicError(f"{code!r} names no case of this version of the clinic")
-    return pair[0], pair[1], payload & MAX_SEED
+    return prefix, key, seed
 
 
 # --- protected regions ------------------------------------------------------------------------------------------
@@ -492,10 +457,11 @@ class Case:
             raise ClinicError(f"operator {operator!r} on template {template!r} is not a validated case")
         self.template, self.seed = template, seed
         self._op: Operator = get_operator(operator)
+        self._ops: tuple[Operator, ...] = (self._op,)
         self._entry = entry
         self.kind: str = entry["kind"]
         self.chapter: str = entry["chapter"]
-        self.code = _encode(template, operator, seed)
+        self.code = encode(f"{template}/{operator}", seed)
         self.script: str = apply_operator(self._op, template)
         clean = data["templates"][template]
         self._threshold, self._clean_scores = clean["threshold"], [s for s in clean["scores"] if s is not None]
@@ -505,10 +471,16 @@ class Case:
 
     @classmethod
     def from_code(cls, code: str) -> Case:
-        """The case a code names: the same script and seed as when it was drawn."""
-        template, operator, seed = _decode(code)
+        """The case a code names: the same script and seed as when it was drawn (a pair's code, 'P-...', names a
+        pair case)."""
+        prefix, key, seed = _decode(code)
+        template, operators = key.split("/")
         try:
-            return cls(template, operator, seed)
+            if prefix == "P":
+                from torchdoctor.clinic.pair_case import PairCase
+
+                return PairCase(template, tuple(operators.split("+")), seed)
+            return Case(template, operators, seed)
         except ClinicError:
             raise ClinicError(f"{code!r} names a case this version of the clinic does not offer") from None
 
@@ -542,38 +514,17 @@ class Case:
         symptom (other operators with the same oracle, from any template; for an error those raising the same
         catalog error first). Where fewer than three operators share the symptom, other silent bugs fill the list."""
         rng = random.Random(self.code)
-        same = [op for op in OPERATORS if op.oracle == self._op.oracle and op.id != self._op.id
-                and op.description != self._op.description]
-        rng.shuffle(same)
-        same.sort(key=lambda op: (op.label != self._op.label, op.chapter != self._op.chapter))
-        picked = same[:3]
-        if len(picked) < 3:
-            others = [op for op in OPERATORS if op.oracle not in ("error", self._op.oracle)]
-            rng.shuffle(others)
-            picked += others[: 3 - len(picked)]
-        options = [self._op.description] + [op.description for op in picked]
+        options = [self._op.description] + [op.description for op in _same_symptom(self._op, 3, rng, set())]
         rng.shuffle(options)
         return options
 
     def _distractor_operators(self) -> list[Operator]:
-        texts = set(self.choices()) - {self._op.description}
+        texts = set(self.choices()) - {op.description for op in self._ops}
         return [op for op in OPERATORS if op.description in texts]
 
     def check_diagnosis(self, answer: int | str) -> Feedback:
         """Whether ``answer`` (an index into ``choices()``, or a choice's text) is the bug in this script."""
-        options = self.choices()
-        if isinstance(answer, bool) or not isinstance(answer, int | str):
-            raise ClinicError(f"answer with an index 0-{len(options) - 1} into case.choices() or a choice's text, "
-                              f"not {answer!r}")
-        if isinstance(answer, int):
-            if not 0 <= answer < len(options):
-                raise ClinicError(f"choice {answer} does not exist: the indices are 0 to {len(options) - 1}")
-            text = options[answer]
-        else:
-            matches = [o for o in options if o.strip().casefold() == answer.strip().casefold()]
-            if not matches:
-                raise ClinicError(f"{answer!r} is not one of case.choices(); answer with its index or its text")
-            text = matches[0]
+        text = _option_text(self.choices(), answer)
         if text == self._op.description:
             return Feedback(True, f"the diagnosis is right: {text}. Now fix the script and check it with "
                                   "case.check_fix(...).")
@@ -586,8 +537,15 @@ class Case:
 
     # fixing
     def reference_fix(self) -> str:
-        """The working script this case was made from (the buggy edit undone): for teachers, and spoils the case."""
-        return revert(self._op, self.template, self.script)
+        """The working script this case was made from (the buggy edits undone): for teachers, and spoils the case."""
+        source = self.script
+        for op in self._ops:
+            source = revert(op, self.template, source)
+        return source
+
+    def _buggy_versions(self) -> list[str]:
+        """The scripts whose protected regions an edit may keep: the buggy one (a pair adds each half-fixed one)."""
+        return [self.script]
 
     def protected_changes(self, source: str) -> list[str]:
         """Why ``source`` is refused before it runs: a protected region of the template (data split, epochs,
@@ -595,7 +553,7 @@ class Case:
         elsewhere. The bug's own region may stay buggy (the oracles then say so) or be restored exactly."""
         clean = template_source(self.template)
         ours, theirs = protected_regions(clean), {r.name: r for r in protected_regions(source)}
-        buggy = {r.name: r for r in protected_regions(self.script)}
+        buggy = [{r.name: r.text for r in protected_regions(s)} for s in self._buggy_versions()]
         problems = []
         for region in ours:
             got = theirs.get(region.name)
@@ -605,11 +563,11 @@ class Case:
                 continue
             if _normalised(got.text) == _normalised(region.text):
                 continue
-            if _normalised(got.text) == _normalised(buggy[region.name].text):
+            if any(_normalised(got.text) == _normalised(b[region.name]) for b in buggy):
                 continue  # the bug is in this region and is still there: the oracles will say so
             problems.append(f"the protected region “{region.name}” ({region.why or 'part of the test'}) was "
                             "changed: it must read as in the working script" +
-                            (", with only the bug undone" if buggy[region.name].text != region.text else "") +
+                            (", with only the bug undone" if buggy[0][region.name] != region.text else "") +
                             ". Fix the bug elsewhere; lowering the bar does not count as a fix.")
         try:
             tree = ast.parse(source)
@@ -647,13 +605,57 @@ class Case:
         if refused:
             return Feedback(False, "this edit is refused before it runs", refused)
         run = self._run(source, "your script", timeout)
-        problems = _problems(run, self)
+        problems = self._problems(run)
         if not problems:
             return Feedback(True, "your script runs cleanly and every check passes: the bug is fixed.", [], run)
         return Feedback(False, "your script still shows a symptom", problems, run)
 
+    def _problems(self, run: Run) -> list[str]:
+        """What is still wrong in a run of the student's script, each with where the course teaches it."""
+        problems = _symptom_problems(run)
+        if problems and self._op.oracle in _silent_symptoms(run):
+            problems.append(f"the bug this case is about is taught in {chapter_pointer(self.chapter)}")
+        return problems
 
-def _problems(run: Run, case: Case) -> list[str]:
+
+def _option_text(options: list[str], answer: int | str) -> str:
+    """The choice an answer names: an index into ``options`` or a choice's text (case and spaces ignored)."""
+    if isinstance(answer, bool) or not isinstance(answer, int | str):
+        raise ClinicError(f"answer with an index 0-{len(options) - 1} into case.choices() or a choice's text, "
+                          f"not {answer!r}")
+    if isinstance(answer, int):
+        if not 0 <= answer < len(options):
+            raise ClinicError(f"choice {answer} does not exist: the indices are 0 to {len(options) - 1}")
+        return options[answer]
+    matches = [o for o in options if o.strip().casefold() == answer.strip().casefold()]
+    if not matches:
+        raise ClinicError(f"{answer!r} is not one of case.choices(); answer with its index or its text")
+    return matches[0]
+
+
+def _same_symptom(truth: Operator, count: int, rng: random.Random, taken: set[str]) -> list[Operator]:
+    """`count` operators that show the truth's symptom (those raising the same error first), none described as in
+    `taken`; other silent bugs fill in where too few share it."""
+    same = [op for op in OPERATORS if op.oracle == truth.oracle and op.id != truth.id
+            and op.description != truth.description and op.description not in taken]
+    rng.shuffle(same)
+    same.sort(key=lambda op: (op.label != truth.label, op.chapter != truth.chapter))
+    picked = same[:count]
+    if len(picked) < count:
+        others = [op for op in OPERATORS if op.oracle not in ("error", truth.oracle) and op.description not in taken]
+        rng.shuffle(others)
+        picked += others[: count - len(picked)]
+    return picked
+
+
+def _silent_symptoms(run: Run) -> set[str]:
+    """The silent oracles that fire on a run that ended normally (none when it raised or timed out)."""
+    r = run.report
+    return set() if r.get("error") or r.get("timeout") else {k for k, v in run.found.items() if v}
+
+
+def _symptom_problems(run: Run) -> list[str]:
+    """A run's timeout, error or firing oracles, each with the section of the course that teaches it."""
     r, found = run.report, run.found
     if r.get("timeout"):
         return [f"it was still running after {r['timeout']} s (an endless loop, or far more work than the original)"]
@@ -672,8 +674,6 @@ def _problems(run: Run, case: Case) -> list[str]:
                 detail += (f" ({score:.3f}, below {run.threshold:.3f})" if score is not None
                            else f" ({r.get('score_note')})")
             problems.append(f"{detail}: see {chapter_pointer(*SYMPTOM_SECTIONS[oracle])}")
-    if problems and case._op.oracle in {k for k, v in found.items() if v}:
-        problems.append(f"the bug this case is about is taught in {chapter_pointer(case.chapter)}")
     return problems
 
 
@@ -696,20 +696,27 @@ _last: list[str] = []
 
 
 def draw(chapter: str | None = None, kind: str | None = None, seed: int | None = None) -> Case:
-    """A validated case, optionally of one chapter (its slug, as in course.toml) and one kind ('error' or 'silent').
-    Without ``seed``, a new case per call (a random bug and run seed, never the previous case again); with
-    ``seed``, the same case every time for the same arguments."""
+    """A validated case, optionally of one chapter (its slug, as in course.toml) and one kind ('error', 'silent', or
+    'two' for a pair of bugs; one bug of either kind by default). Without ``seed``, a new case per call (a random
+    bug and run seed, never the previous case again); with ``seed``, the same case every time for the same
+    arguments."""
     entries = available(chapter, kind)
     if seed is not None:
         if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED):
             raise ClinicError(f"seed must be a whole number from 0 to {MAX_SEED}, not {seed!r}")
         rng = random.Random(f"draw/{chapter}/{kind}/{seed}")
-        entry = rng.choice(entries)
-        return Case(entry["template"], entry["operator"], seed)
+        return _case(rng.choice(entries), seed)
     while True:
-        entry = _stream.choice(entries)
-        case = Case(entry["template"], entry["operator"], _stream.randrange(MAX_SEED + 1))
+        case = _case(_stream.choice(entries), _stream.randrange(MAX_SEED + 1))
         if case.code not in _last:
             _last[:] = [case.code]
             return case
 
+
+def _case(entry: dict, seed: int) -> Case:
+    """The case of a cases.json entry (a single case or a pair) and a run seed."""
+    if "operators" in entry:
+        from torchdoctor.clinic.pair_case import PairCase
+
+        return PairCase(entry["template"], tuple(entry["operators"]), seed)
+    return Case(entry["template"], entry["operator"], seed)

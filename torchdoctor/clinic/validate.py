@@ -19,7 +19,7 @@ from torchdoctor.clinic.operators import OPERATORS, ClinicError, Operator, apply
 from torchdoctor.clinic.oracles import accuracy_threshold, clean_problems, fired, symptoms
 from torchdoctor.clinic.templates import TEMPLATES, template_source
 
-__all__ = ["CaseResult", "Matrix", "Zygote", "run_script", "validate"]
+__all__ = ["CaseResult", "Matrix", "Zygote", "run_all", "run_script", "validate"]
 
 DEFAULT_WORKDIR = Path("build/clinic")
 
@@ -75,6 +75,43 @@ def run_script(template: str, source: str, workdir: Path, seed: int, timeout: fl
     (`timeout` set instead when it was killed at the limit)."""
     with Zygote() as zygote:
         return zygote.run(template, source, workdir, seed, timeout)
+
+
+def run_all(work: list[tuple[str, str, str, int]], jobs: int, timeout: float, workdir: Path,
+            stop=None, progress=None) -> dict[tuple[str, str, int], dict]:
+    """Run each (key, template, source, seed) of `work` side by side (`jobs` forked runners), in order; their
+    reports by (key, template, seed). Once `stop(key, report)` is true, the key's later runs are skipped."""
+    reports: dict[tuple[str, str, int], dict] = {}
+    dead: set[tuple[str, str]] = set()
+    lock = threading.Lock()
+    zygotes: queue.Queue[Zygote] = queue.Queue()
+
+    def job(key: str, t: str, source: str, seed: int) -> None:
+        if (key, t) in dead:
+            return
+        try:
+            zygote = zygotes.get_nowait()
+        except queue.Empty:
+            zygote = Zygote()
+        try:
+            report = zygote.run(t, source, workdir / t / key / f"seed{seed}", seed, timeout)
+        finally:
+            zygotes.put(zygote)
+        with lock:
+            reports[(key, t, seed)] = report
+            if stop is not None and stop(key, report):
+                dead.add((key, t))
+        if progress:
+            progress(f"{key} on {t}, seed {seed}: {report.get('wall_s', '?')} s")
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for f in [pool.submit(job, *w) for w in work]:
+                f.result()
+    finally:
+        while not zygotes.empty():
+            zygotes.get_nowait().close()
+    return reports
 
 
 @dataclass
@@ -166,46 +203,19 @@ def validate(templates: list[str] | None = None, operators: list[str] | None = N
             raise ClinicError(f"operator {op_id!r} on {t!r}: reverting the edit does not give back the template")
     seed_list = list(range(seeds))
     needed = sorted({t for _, t in pairs})
-    reports: dict[tuple[str, str, int], dict] = {}
-    dead: set[tuple[str, str]] = set()  # cases already rejected: their other seeds are not run
-    lock = threading.Lock()
     by_id = {op.id: op for op, _ in pairs}
 
-    zygotes: queue.Queue[Zygote] = queue.Queue()
+    def stop(kind: str, report: dict) -> bool:
+        if kind == "clean":
+            return False
+        op = by_id[kind]
+        found = symptoms(report, None)
+        return (op.oracle == "error" and found.get("error") != op.label) or (
+            op.oracle not in ("error", "accuracy") and not fired(op.oracle, op.label, found))
 
-    def job(kind: str, t: str, seed: int) -> None:
-        if (kind, t) in dead:
-            return
-        source = template_source(t) if kind == "clean" else mutants[(kind, t)]
-        try:
-            zygote = zygotes.get_nowait()
-        except queue.Empty:
-            zygote = Zygote()
-        try:
-            report = zygote.run(t, source, workdir / t / kind / f"seed{seed}", seed, timeout)
-        finally:
-            zygotes.put(zygote)
-        with lock:
-            reports[(kind, t, seed)] = report
-            if kind != "clean":
-                op = by_id[kind]
-                found = symptoms(report, None)
-                early_fail = (op.oracle == "error" and found.get("error") != op.label) or (
-                    op.oracle not in ("error", "accuracy") and not fired(op.oracle, op.label, found))
-                if early_fail:
-                    dead.add((kind, t))
-        if progress:
-            progress(f"{kind} on {t}, seed {seed}: {report.get('wall_s', '?')} s")
-
-    work = [("clean", t, s) for s in seed_list for t in needed]
-    work += [(op.id, t, s) for s in seed_list for op, t in pairs]
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            for f in [pool.submit(job, *w) for w in work]:
-                f.result()
-    finally:
-        while not zygotes.empty():
-            zygotes.get_nowait().close()
+    work = [("clean", t, template_source(t), s) for s in seed_list for t in needed]
+    work += [(op.id, t, mutants[(op.id, t)], s) for s in seed_list for op, t in pairs]
+    reports = run_all(work, jobs, timeout, workdir, stop, progress)
 
     matrix = Matrix(seeds=seed_list)
     for t in needed:

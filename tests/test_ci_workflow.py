@@ -65,3 +65,10 @@ def test_a_job_runs_the_chinese_notebooks_under_the_runner_on_every_push():
     job = WORKFLOW["jobs"]["notebooks-zh_CN"]
     assert any(step.get("run", "").strip() == "make i18n-test-notebooks" for step in job["steps"])
     assert "if" not in job, "the Chinese notebooks are checked on every push and pull request"
+
+
+def test_a_job_runs_the_bug_clinics_whole_gate_and_checks_the_offered_cases():
+    job = WORKFLOW["jobs"]["clinic-gate"]
+    runs = [step.get("run", "") for step in job["steps"]]
+    assert any("make clinic-validate clinic-validate-pairs" in run for run in runs)
+    assert any("cases.json" in run and "sys.exit(1 if lost" in run for run in runs)

@@ -237,17 +237,27 @@ def test_the_judge_takes_the_case_from_the_roster(monkeypatch):
         assert score == 0 and says in messages[0], messages
 
 
-BLIND = Path(__file__).with_name("clinic_exam_blind")
+BLIND = Path(__file__).with_name("clinic_exam_blind") / "answers.json"
 
 
-@pytest.mark.parametrize("answer", json.loads((BLIND / "answers.json").read_text()), ids=lambda a: a["file"])
+def blind_fix(case, answer):
+    """The answer's script: its edits (text replaced, each found once) applied to the case's buggy script."""
+    script = case.script
+    for old, new in answer["edits"]:
+        assert script.count(old) == 1, (answer["name"], old)
+        script = script.replace(old, new, 1)
+    return script
+
+
+@pytest.mark.parametrize("answer", json.loads(BLIND.read_text()), ids=lambda a: a["name"])
 def test_blind_correct_answers_pass_every_check_made_before_a_run(answer):
     """Twelve correct answers written from the student's notebook alone by someone who had not read the grader
-    (2026-12-02), in the styles students use. Graded whole through nbgrader autograde then, eleven got full marks; the
-    twelfth (``np.float32`` outside the data region) was refused by a rule since fixed. What runs before anything
-    trains is checked here for all twelve (the runs cost minutes: the corpus above trains the three kinds that run)."""
+    (2026-12-02), in the styles students use; kept as their edits of the buggy script. Graded whole through nbgrader
+    autograde then, eleven got full marks; the twelfth (``np.float32`` outside the data region) was refused by a rule
+    since fixed. What runs before anything trains is checked here for all twelve (the runs cost minutes: the corpus
+    above trains the three kinds that run)."""
     case = Case.from_code(answer["code"])
-    fix = (BLIND / answer["file"]).read_text()
+    fix = blind_fix(case, answer)
     assert case.check_diagnosis(answer["diagnosis"]).ok
     assert case.protected_changes(fix) == []
     assert refusals(template_source(case.template), case.script, fix) == []

@@ -142,7 +142,7 @@ i18n-test-notebooks: i18n-build
 
 # The bug clinic's gate (issue 25; docs/authors.md "Bug clinic"): every case (template x bug operator) run on SEEDS
 # seeds in subprocesses, JOBS side by side; prints the matrix (validated, rejected and why, times) and writes
-# build/clinic/matrix.json. Not part of `make test` (5-6 minutes here). TEMPLATE="..." and OPERATOR="..." limit it.
+# build/clinic/matrix.json. TEMPLATE="..." and OPERATOR="..." limit it.
 .PHONY: clinic-validate
 SEEDS ?= 3
 JOBS ?= 2
@@ -158,6 +158,12 @@ clinic-validate: setup
 .PHONY: clinic-validate-pairs
 clinic-validate-pairs: setup
 	$(BIN)/python -m torchdoctor.clinic validate --pairs --seeds $(SEEDS) --jobs $(JOBS) --json build/clinic/pairs.json
+
+# The whole gate, single cases then pairs, compared with what students are offered: fails when a case or pair of
+# torchdoctor/clinic/cases.json is no longer validated (a part of `make test`; about 2 minutes here).
+.PHONY: clinic-gate
+clinic-gate: setup
+	$(BIN)/python -m torchdoctor.clinic gate --seeds $(SEEDS) --jobs $(JOBS)
 
 # The bug clinic exam (issue 25; docs/instructors.md "Bug clinic exam"): one validated case per student, drawn from
 # SEED and the student id, for N students (student01, student02...) or those of STUDENTS (a file, one id a line):

@@ -1,7 +1,8 @@
 """Everything CI checks (``make test``): lint, the Chinese edition's catalogues (``make i18n-check``), the
 notebooks, nbgrader's own test suite through the course's grading settings (``course_tools.nbgrader_suite``), the
-grading corpora, distributed grading, the other grading and bug-clinic tests and the rest of pytest, run side by
-side, with the wall time and the CPU time of each part and the slowest tests of each part.
+grading corpora, distributed grading, the bug clinic's whole gate (``make clinic-gate``), the other grading and
+bug-clinic tests and the rest of pytest, run side by side, with the wall time and the CPU time of each part and the
+slowest tests of each part.
 
 Each part's output is kept in build/test-logs/<part>.log and printed whole when the part ends; pytest's comes
 last, so the run ends with the summary: time per part, the slowest tests of each part (their ``--durations``
@@ -64,6 +65,7 @@ def parts(device: str) -> dict[str, list[str]]:
         "pytest": [py, "-m", "pytest", "--durations=15",
                    *(f"--ignore={path}" for path in [*DISTRIBUTED, *CORPUS, *GRADING])],
         "notebooks": [py, "-m", "course_tools.run_notebooks", "--device", device],
+        "clinic-gate": [py, "-m", "torchdoctor.clinic", "gate", "--quiet"],
         "i18n-check": [py, "-m", "course_tools.i18n", "check"],
         "lint": [str(Path(py).with_name("ruff")), "check", "."],
     }

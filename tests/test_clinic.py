@@ -1,6 +1,6 @@
 """The bug clinic (issue 25): anchored edits, the oracles on a small representative set of real runs, the
-operators the issue names as symptom-free rejected, and clear errors for unknown names. The whole matrix is not
-run here (`make clinic-validate`)."""
+operators the issue names as symptom-free rejected, and clear errors for unknown names. The whole gate is a part of
+make test of its own (`make clinic-gate`); its comparison with cases.json is checked here on made-up data."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from torchdoctor.clinic import (
     template_source,
     validate,
 )
+from torchdoctor.clinic.gate import compare_offered
 from torchdoctor.clinic.pairs import (
     PAIR_TEMPLATES,
     PER_TEMPLATE,
@@ -115,7 +116,7 @@ def _report(error_id=None, frozen=(), score=0.97, losses=(2.3, 0.4)):
     """A runner's report, as much of it as the oracles read (digits_mlp: 10 classes, threshold 0.95 below)."""
     return {"template": "digits_mlp", "error": f"RuntimeError: {error_id}" if error_id else None,
             "error_id": error_id, "root_error_id": None, "losses": list(losses), "frozen": list(frozen),
-            "rss": [], "score": None if error_id else score}
+            "memory": [], "score": None if error_id else score}
 
 
 def test_a_pair_s_edits_must_be_independent():
@@ -170,3 +171,17 @@ def test_the_pair_gate_runs_a_pair_and_its_two_bugs(tmp_path):
     assert "1 pairs validated of 1 tried" in result.table() and json.loads(result.to_json())["pairs"][0]["validated"]
     with pytest.raises(ClinicError, match="run `make clinic-validate`"):
         validate_pairs(tmp_path / "missing.json")
+
+
+def test_the_gate_fails_on_an_offered_case_it_no_longer_validates_and_lists_new_ones():
+    offered = {"cases": [{"template": "digits_mlp", "operator": "detach-hidden", "mutant": "aaaa"},
+                         {"template": "digits_mlp", "operator": "no-eval", "mutant": "bbbb"}],
+               "pairs": [{"template": "digits_mlp", "operators": ["detach-hidden", "float64-inputs"], "mutant": "cc"}]}
+    same = json.loads(json.dumps(offered))
+    assert compare_offered(offered, same) == ([], [])
+    today = {"cases": [{"template": "digits_mlp", "operator": "detach-hidden", "mutant": "a2a2"},  # script changed
+                       {"template": "digits_mlp", "operator": "no-eval", "mutant": "bbbb"},
+                       {"template": "text_classifier", "operator": "float-tokens", "mutant": "dddd"}], "pairs": []}
+    lost, new = compare_offered(offered, today)
+    assert lost == ["digits_mlp detach-hidden (script aaaa)", "digits_mlp detach-hidden+float64-inputs (script cc)"]
+    assert new == ["digits_mlp detach-hidden", "text_classifier float-tokens"]

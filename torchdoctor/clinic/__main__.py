@@ -1,6 +1,6 @@
-"""``python -m torchdoctor.clinic validate|list|show|cases``: the clinic's matrix (``validate --pairs``: the pairs of
-bugs), its operators, one mutant's source, and the students' list of validated cases and pairs
-(torchdoctor/clinic/cases.json) written from the matrices."""
+"""``python -m torchdoctor.clinic validate|gate|list|show|cases``: the clinic's matrix (``validate --pairs``: the pairs
+of bugs), the whole gate compared with what students are offered, its operators, one mutant's source, and the
+students' list of validated cases and pairs (torchdoctor/clinic/cases.json) written from the matrices."""
 
 from __future__ import annotations
 
@@ -31,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --pairs: the single cases' matrix (default build/clinic/matrix.json)")
     v.add_argument("--per-template", type=int, default=PER_TEMPLATE,
                    help=f"with --pairs: pairs tried per template (default {PER_TEMPLATE})")
+    g = sub.add_parser("gate", help="every case and pair on every seed, then fail if a case cases.json offers is lost")
+    g.add_argument("--seeds", type=int, default=3, help="seeds per run (default 3)")
+    g.add_argument("--jobs", type=int, default=2, help="runs side by side (default 2)")
+    g.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR / "gate",
+                   help="where runs and the matrices go (default build/clinic/gate)")
+    g.add_argument("--quiet", action="store_true", help="no line per run")
     sub.add_parser("list", help="the operators, by chapter")
     s = sub.add_parser("show", help="print a mutant's source")
     s.add_argument("operator")
@@ -62,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
             print(apply_operator(args.operator, args.template), end="")
             return 0
         progress = None if args.quiet else lambda m: print(m, flush=True)
+        if args.command == "gate":
+            from torchdoctor.clinic.gate import run_gate
+
+            return run_gate(seeds=args.seeds, jobs=args.jobs, workdir=args.workdir, progress=progress)
         if args.pairs:
             if args.template or args.operator:
                 raise ClinicError("--pairs chooses its own pairs: leave out --template and --operator")

@@ -14,7 +14,7 @@ ORACLES = {
     "frozen": "some parameter of the trained model never changes",
     "nonfinite": "a loss passed to backward() is NaN or infinite",
     "initial-loss": "the first loss is far from ln C (more than 25%)",
-    "memory": "resident memory grows with the steps (more than 0.5 MB from the first quarter of the run to its end)",
+    "memory": "the memory in use grows with the steps (more than 0.5 MB from the first quarter of the run to its end)",
     "accuracy": "the grader's score on its own held-out data falls below the clean runs' spread over seeds",
 }
 

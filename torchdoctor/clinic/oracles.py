@@ -9,7 +9,7 @@ from torchdoctor.clinic.templates import TEMPLATES
 __all__ = ["INITIAL_LOSS_TOLERANCE", "MEMORY_GROWTH_BYTES", "accuracy_threshold", "clean_problems", "symptoms"]
 
 INITIAL_LOSS_TOLERANCE = 0.25  # as torchdoctor.sanity.check_initial_loss: |loss - ln C| <= 25% of ln C
-MEMORY_GROWTH_BYTES = 2**19  # clean templates grow by 0.02-0.04 MB, the leaks by 1.1-1.4 MB (measured)
+MEMORY_GROWTH_BYTES = 2**19  # in use: clean templates grow by at most 0.1 MB, the leaks by 1.3-1.5 MB (measured)
 MIN_MARGIN = 0.02  # the accuracy oracle fires below min(clean) - max(MIN_MARGIN, 2 x the clean spread)
 
 
@@ -21,10 +21,10 @@ def accuracy_threshold(clean_scores: list[float]) -> float:
 
 
 def _memory_growth(report: dict) -> int:
-    rss = report.get("rss") or []
-    if len(rss) < 8:
+    memory = report.get("memory") or []
+    if len(memory) < 8:
         return 0
-    return rss[-1] - rss[len(rss) // 4]
+    return memory[-1] - memory[len(memory) // 4]
 
 
 def symptoms(report: dict, threshold: float | None) -> dict[str, object]:

@@ -401,9 +401,9 @@ class Run:
             frozen = r.get("frozen") or []
             out.append(f"parameters that never changed: {', '.join(frozen) if frozen else 'none'} "
                        f"(of {r['parameters']})" + (alarm if found.get("frozen") else ""))
-        rss = r.get("rss") or []
-        if len(rss) >= 8 and not r.get("error"):
-            growth = (rss[-1] - rss[len(rss) // 4]) / 2**20
+        memory = r.get("memory") or []
+        if len(memory) >= 8 and not r.get("error"):
+            growth = (memory[-1] - memory[len(memory) // 4]) / 2**20
             out.append(f"memory growth during training: {growth:.2f} MB" + (alarm if found.get("memory") else ""))
         if not r.get("error"):
             low, high = min(self.clean_scores), max(self.clean_scores)

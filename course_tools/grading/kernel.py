@@ -310,6 +310,12 @@ class SandboxedKernelManager(AsyncKernelManager):
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
 
+    async def _async_wait(self, pollinterval: float = 0.1) -> None:
+        """Until the killed kernel is gone, looking every 5 ms: jupyter_client looks every 0.1 s, and a kernel dies
+        within milliseconds of its SIGKILL, so each submission paid most of a 0.1 s sleep (measured: 0.118 s from
+        the last cell's reply to the kernel's end, 0.04 s with this)."""
+        await super()._async_wait(pollinterval=min(pollinterval, 0.005))
+
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if self._uid:  # cleanup_resources runs twice per kernel (nbclient, then the manager): reap once

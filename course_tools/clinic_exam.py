@@ -10,8 +10,9 @@ nbgrader's hardened autograde.
 - ``roster.csv``: student, case code, template, bug: the instructor's key (it names every bug).
 
 A student's case is drawn from SEED and the student id (an HMAC), among the validated cases of the fast templates
-(the digits MLP and linear regression: a fix trains in seconds) whose oracle a grading jail measures as the gate
-did (not ``memory``: the jail has no /proc). Nothing in a notebook decides the grade: ``grading.exam_verdict`` takes
+as written (the digits MLP and linear regression: a fix trains in seconds; not their surface variants), leaving out
+``memory`` (measured in the jail as in the gate since the runner reads glibc's bytes in use, but not yet graded by
+an exam corpus). Nothing in a notebook decides the grade: ``grading.exam_verdict`` takes
 each student's case from the roster and judges outside the kernel.
 
 Usage: python -m course_tools.clinic_exam (--students N | --roster-file FILE) --seed SEED [--out DIR] [--name NAME]

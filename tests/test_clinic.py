@@ -23,6 +23,7 @@ from torchdoctor.clinic import (
     validate,
 )
 from torchdoctor.clinic.gate import compare_offered
+from torchdoctor.clinic.operators import case_templates
 from torchdoctor.clinic.pairs import (
     PAIR_TEMPLATES,
     PER_TEMPLATE,
@@ -31,7 +32,8 @@ from torchdoctor.clinic.pairs import (
     select_pairs,
     validate_pairs,
 )
-from torchdoctor.clinic.practice import CASES_PATH
+from torchdoctor.clinic.practice import CASES_PATH, Case, protected_regions
+from torchdoctor.clinic.surface import SURFACES, base_template, rename, variant_names
 from torchdoctor.manifest import load_manifest
 
 CATALOG_IDS = {e.id for e in CATALOG}
@@ -185,3 +187,48 @@ def test_the_gate_fails_on_an_offered_case_it_no_longer_validates_and_lists_new_
     lost, new = compare_offered(offered, today)
     assert lost == ["digits_mlp detach-hidden (script aaaa)", "digits_mlp detach-hidden+float64-inputs (script cc)"]
     assert new == ["digits_mlp detach-hidden", "text_classifier float-tokens"]
+
+
+# --- surface variants (torchdoctor/clinic/surface.py) -----------------------------------------------------------
+
+
+def test_a_surface_variant_renames_names_but_not_attributes_text_or_protected_regions():
+    base = template_source("digits_mlp")
+    variant = template_source("digits_mlp~1")
+    assert variant != base and compile(variant, "digits_mlp~1", "exec")
+    assert "net = build_model()" in variant and "opt = torch.optim.Adam(net.parameters()" in variant
+    assert "self.out = nn.Linear(64, 10)" in variant  # an attribute keeps its name
+    assert '{"model": net.state_dict()' in variant  # a string keeps its text
+    assert "{loss_sum / n_steps:.4f}" in variant  # an f-string's fields are renamed
+    assert [r.text for r in protected_regions(variant)] == [r.text for r in protected_regions(base)]
+    assert variant_names("digits_mlp") == ["digits_mlp", "digits_mlp~1", "digits_mlp~2"]
+    assert variant_names("ddp_digits") == ["ddp_digits"] and base_template("digits_mlp~2") == "digits_mlp"
+    with pytest.raises(ClinicError, match="no surface variant '3'"):
+        template_source("digits_mlp~3")
+    with pytest.raises(ClinicError, match="also a keyword argument"):
+        rename("loader = DataLoader(x=1)\n", "digits_mlp~1")
+    with pytest.raises(ClinicError, match="already has the names"):
+        rename("net = 1\nmodel = 2\n", "digits_mlp~1")
+
+
+@pytest.mark.parametrize("template", sorted(SURFACES))
+def test_every_variant_renames_only_what_its_map_names_and_every_case_on_it_applies(template):
+    for name in variant_names(template)[1:]:
+        variant = template_source(name)
+        renamed = SURFACES[template][int(name.split("~")[1]) - 1]
+        for old, new in renamed.items():
+            assert new in variant, (name, old, new)  # every renaming takes effect somewhere
+        for op in OPERATORS:
+            if template in op.templates:
+                mutant = apply_operator(op, name)
+                assert mutant == rename(apply_operator(op, template), name)
+                compile(mutant, f"<{op.id} on {name}>", "exec")
+    assert all(base_template(t) in TEMPLATES for op in OPERATORS for t in case_templates(op))
+
+
+def test_a_variant_case_s_fix_is_its_variant_and_its_code_names_it():
+    entry = next(e for e in json.loads(CASES_PATH.read_text())["cases"] if e["template"] == "digits_mlp~1")
+    case = Case(entry["template"], entry["operator"], 5)
+    assert case.reference_fix() == template_source("digits_mlp~1") != template_source("digits_mlp")
+    assert case.protected_changes(case.reference_fix()) == [] and "(digits_mlp.py)" in repr(case)
+    assert Case.from_code(case.code).script == case.script

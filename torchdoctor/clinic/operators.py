@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from torchdoctor.clinic.templates import TEMPLATES, ClinicError, template_source
 
-__all__ = ["ORACLES", "ClinicError", "Edit", "Operator", "OPERATORS", "apply_operator", "get_operator", "revert"]
+__all__ = ["ORACLES", "ClinicError", "Edit", "Operator", "OPERATORS", "apply_operator", "case_templates",
+           "get_operator", "revert"]
 
 # What an oracle checks, in the run's report (torchdoctor/clinic/oracles.py decides it).
 ORACLES = {
@@ -217,6 +218,13 @@ def get_operator(operator_id: str) -> Operator:
     raise ClinicError(f"unknown operator {operator_id!r}; known: {', '.join(o.id for o in OPERATORS)}")
 
 
+def case_templates(op: Operator) -> list[str]:
+    """The templates a case of this operator may use: each of its templates and their surface variants."""
+    from torchdoctor.clinic.surface import variant_names
+
+    return [name for t in op.templates for name in variant_names(t)]
+
+
 def _edit(op: Operator, template: str) -> Edit:
     if template not in TEMPLATES:
         raise ClinicError(f"unknown template {template!r}; known: {', '.join(TEMPLATES)}")
@@ -230,6 +238,13 @@ def apply_operator(operator: str | Operator, template: str, source: str | None =
     """The template's source with the operator's edit applied; fails loudly unless the anchor is there exactly once
     and the replacement is then there exactly once (so the edit can be reverted exactly)."""
     op = get_operator(operator) if isinstance(operator, str) else operator
+    if "~" in template:  # a surface variant: the base template's mutant, renamed
+        from torchdoctor.clinic.surface import base_template, rename
+
+        if source is not None:
+            raise ClinicError(f"apply_operator on a surface variant ({template!r}) takes no source: edit the base "
+                              "template's script, then rename it (surface.rename)")
+        return rename(apply_operator(op, base_template(template)), template)
     edit = _edit(op, template)
     source = template_source(template) if source is None else source
     found = source.count(edit.anchor)
@@ -243,7 +258,8 @@ def apply_operator(operator: str | Operator, template: str, source: str | None =
 
 
 def revert(operator: str | Operator, template: str, mutant: str) -> str:
-    """Undo the operator's edit in ``mutant`` (the fix); fails loudly unless the replacement is there exactly once."""
+    """Undo the operator's edit in ``mutant`` (the fix); fails loudly unless the replacement is there exactly once.
+    Base templates only: a variant's edit is its base template's, renamed, which the gate checks on the base."""
     op = get_operator(operator) if isinstance(operator, str) else operator
     edit = _edit(op, template)
     found = mutant.count(edit.replacement)

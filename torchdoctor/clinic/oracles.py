@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from torchdoctor.clinic.surface import base_template
 from torchdoctor.clinic.templates import TEMPLATES
 
 __all__ = ["INITIAL_LOSS_TOLERANCE", "MEMORY_GROWTH_BYTES", "accuracy_threshold", "clean_problems", "symptoms"]
@@ -39,7 +40,7 @@ def symptoms(report: dict, threshold: float | None) -> dict[str, object]:
         found["error"] = report.get("root_error_id") or report["error_id"] or "unknown error"
     losses = report["losses"]
     found["nonfinite"] = any(isinstance(x, str) for x in losses)
-    num_classes = TEMPLATES[report["template"]][1]
+    num_classes = TEMPLATES[base_template(report["template"])][1]
     if num_classes and losses and not isinstance(losses[0], str):
         ln_c = math.log(num_classes)
         found["initial-loss"] = abs(losses[0] - ln_c) > INITIAL_LOSS_TOLERANCE * ln_c
@@ -63,7 +64,7 @@ def clean_problems(report: dict) -> list[str]:
     for oracle in ("nonfinite", "initial-loss", "frozen", "memory"):
         if found.get(oracle):
             problems.append(f"oracle {oracle} fires")
-    floor = TEMPLATES[report["template"]][2]
+    floor = TEMPLATES[base_template(report["template"])][2]
     if report["error"] is None and (report["score"] is None or report["score"] < floor):
         problems.append(f"score {report['score']} below the template's floor {floor} ({report['score_note']})")
     return problems

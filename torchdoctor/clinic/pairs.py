@@ -13,6 +13,7 @@ from pathlib import Path
 
 from torchdoctor.clinic.operators import ClinicError, Operator, apply_operator, get_operator, revert
 from torchdoctor.clinic.oracles import fired, symptoms
+from torchdoctor.clinic.surface import base_template, rename
 from torchdoctor.clinic.templates import template_source
 from torchdoctor.clinic.validate import DEFAULT_WORKDIR, run_all
 
@@ -26,7 +27,10 @@ PER_TEMPLATE = 8  # pairs tried per template, so that the gate stays a few minut
 
 def pair_sources(template: str, a: Operator, b: Operator) -> tuple[str, str, str]:
     """The scripts with both bugs, with only `a` (b fixed) and with only `b` (a fixed); a ClinicError when the edits
-    overlap: either order of applying them must give the same script, and undoing either must leave the other's."""
+    overlap: either order of applying them must give the same script, and undoing either must leave the other's.
+    A surface variant's are its base template's, renamed."""
+    if "~" in template:
+        return tuple(rename(s, template) for s in pair_sources(base_template(template), a, b))  # type: ignore
     only_a, only_b = apply_operator(a, template), apply_operator(b, template)
     both = apply_operator(b, template, only_a)
     independent = (apply_operator(a, template, only_b) == both and revert(b, template, both) == only_a
@@ -42,7 +46,7 @@ def select_pairs(validated: list[tuple[str, str]], per_template: int = PER_TEMPL
     silent bug of another oracle, of different chapters, edits independent; at most `per_template` per template,
     taken in the order of a hash of their names (deterministic, and spread over the operators)."""
     chosen = []
-    for t in PAIR_TEMPLATES:
+    for t in PAIR_TEMPLATES:  # base templates only: pairs on surface variants would triple the gate's pair runs
         ops = sorted((get_operator(o) for tt, o in validated if tt == t), key=lambda op: op.id)
         found = []
         for a in ops:
@@ -109,10 +113,10 @@ class PairMatrix:
                           indent=1)
 
     def table(self) -> str:
-        lines = [f"{'template':<18} {'bug a':<24} {'bug b':<24} verdict"]
+        lines = [f"{'template':<20} {'bug a':<24} {'bug b':<24} verdict"]
         for p in self.pairs:
             verdict = "validated" if p.validated else f"REJECTED: {p.reason}"
-            lines.append(f"{p.template:<18} {p.operators[0]:<24} {p.operators[1]:<24} {verdict} ({p.seconds:.0f} s)")
+            lines.append(f"{p.template:<20} {p.operators[0]:<24} {p.operators[1]:<24} {verdict} ({p.seconds:.0f} s)")
         lines.append(f"{len(self.validated)} pairs validated of {len(self.pairs)} tried, seeds {self.seeds}, "
                      f"{self.seconds:.0f} s")
         return "\n".join(lines)

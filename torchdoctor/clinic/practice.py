@@ -43,8 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchdoctor.clinic.codes import MAX_SEED, decode, encode, key_hash
-from torchdoctor.clinic.operators import OPERATORS, ClinicError, Operator, apply_operator, get_operator, revert
+from torchdoctor.clinic.operators import OPERATORS, ClinicError, Operator, apply_operator, case_templates, get_operator
 from torchdoctor.clinic.oracles import symptoms
+from torchdoctor.clinic.surface import base_template
 from torchdoctor.clinic.templates import TEMPLATES, template_source
 
 __all__ = ["CASES_PATH", "KINDS", "Case", "Feedback", "Run", "available", "chapter_pointer", "draw",
@@ -116,9 +117,9 @@ def _cases_file() -> dict:
 
 
 def available(chapter: str | None = None, kind: str | None = None) -> list[dict]:
-    """The validated cases (template x operator), filtered by chapter slug and kind; a clear error for an unknown
-    chapter or kind, or a filter that leaves nothing. Pairs of bugs only with ``kind="two"`` (a pair belongs to the
-    chapters of both its bugs)."""
+    """The validated cases (template or variant x operator), filtered by chapter slug and kind; a clear error for an
+    unknown chapter or kind, or a filter that leaves nothing. Pairs of bugs only with ``kind="two"`` (a pair belongs
+    to the chapters of both its bugs)."""
     entries = _cases_file()["cases"]
     pairs = _cases_file().get("pairs", [])
     if kind is not None and kind not in KINDS:
@@ -151,7 +152,7 @@ def _chapter_position(slug: str) -> int:
 def _keys_by_hash(prefix: str) -> dict[int, str]:
     """Every key a code of this prefix may name: each operator on each of its templates, or each validated pair."""
     if prefix == "C":
-        keys = [f"{t}/{op.id}" for op in OPERATORS for t in op.templates]
+        keys = [f"{t}/{op.id}" for op in OPERATORS for t in case_templates(op)]
     else:
         keys = [f"{e['template']}/{'+'.join(e['operators'])}" for e in _cases_file().get("pairs", [])]
     found: dict[int, str] = {}
@@ -390,7 +391,7 @@ class Run:
         losses = r.get("losses") or []
         if losses:
             first = losses[0]
-            classes = TEMPLATES[r["template"]][1]
+            classes = TEMPLATES[base_template(r["template"])][1]
             ref = f" (ln {classes} = {math.log(classes):.3f})" if classes else ""
             first_text = first if isinstance(first, str) else f"{first:.3f}"
             out.append(f"first loss: {first_text}{ref}" + (alarm if found.get("initial-loss") else ""))
@@ -407,7 +408,8 @@ class Run:
             out.append(f"memory growth during training: {growth:.2f} MB" + (alarm if found.get("memory") else ""))
         if not r.get("error"):
             low, high = min(self.clean_scores), max(self.clean_scores)
-            measure = "R² on held-out data" if TEMPLATES[r["template"]][1] is None else "accuracy on held-out data"
+            regression = TEMPLATES[base_template(r["template"])][1] is None
+            measure = "R² on held-out data" if regression else "accuracy on held-out data"
             score = r.get("score")
             text = f"{score:.3f}" if score is not None else f"none ({r.get('score_note')})"
             out.append(f"grader's {measure}: {text} (working script: {low:.3f}-{high:.3f}, symptom below "
@@ -485,7 +487,8 @@ class Case:
             raise ClinicError(f"{code!r} names a case this version of the clinic does not offer") from None
 
     def __repr__(self) -> str:
-        return (f"Case {self.code}: {TEMPLATES[self.template][0]} ({self.template}.py), seed {self.seed}, "
+        base = base_template(self.template)
+        return (f"Case {self.code}: {TEMPLATES[base][0]} ({base}.py), seed {self.seed}, "
                 f"{KINDS[self.kind]}")
 
     def __eq__(self, other: object) -> bool:
@@ -537,11 +540,9 @@ class Case:
 
     # fixing
     def reference_fix(self) -> str:
-        """The working script this case was made from (the buggy edits undone): for teachers, and spoils the case."""
-        source = self.script
-        for op in self._ops:
-            source = revert(op, self.template, source)
-        return source
+        """The working script this case was made from (the buggy edits undone, as the gate checked: the template, or
+        its surface variant): for teachers, and spoils the case."""
+        return template_source(self.template)
 
     def _buggy_versions(self) -> list[str]:
         """The scripts whose protected regions an edit may keep: the buggy one (a pair adds each half-fixed one)."""

@@ -1,6 +1,7 @@
-"""Validation, the gate: a case (template x operator) is offered only when, on every seed, the clean template passes
-every oracle, the mutant fires its own oracle, and reverting the edit gives back the template byte for byte (so
-the fix is the clean script, whose runs passed). Each run is a subprocess with a time limit; runs go side by side."""
+"""Validation, the gate: a case (template or surface variant x operator) is offered only when, on every seed, the
+clean template passes every oracle, the mutant fires its own oracle, and reverting the edit gives back the template
+byte for byte (so the fix is the clean script, whose runs passed; checked on the base template, whose edit a
+variant's is, renamed). Each run is a subprocess with a time limit; runs go side by side."""
 
 from __future__ import annotations
 
@@ -15,9 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from torchdoctor.clinic.operators import OPERATORS, ClinicError, Operator, apply_operator, get_operator, revert
+from torchdoctor.clinic.operators import (
+    OPERATORS,
+    ClinicError,
+    Operator,
+    apply_operator,
+    case_templates,
+    get_operator,
+    revert,
+)
 from torchdoctor.clinic.oracles import accuracy_threshold, clean_problems, fired, symptoms
-from torchdoctor.clinic.templates import TEMPLATES, template_source
+from torchdoctor.clinic.surface import base_template, variant_of
+from torchdoctor.clinic.templates import template_source
 
 __all__ = ["CaseResult", "Matrix", "Zygote", "run_all", "run_script", "validate"]
 
@@ -148,10 +158,10 @@ class Matrix:
 
     def table(self) -> str:
         """The matrix as text: every case by chapter, then the counts by chapter."""
-        lines = [f"{'chapter':<13} {'operator':<24} {'template':<18} {'label':<27} {'oracle':<12} verdict"]
+        lines = [f"{'chapter':<13} {'operator':<24} {'template':<20} {'label':<27} {'oracle':<12} verdict"]
         for c in sorted(self.cases, key=lambda c: (_chapter_order(c.chapter), c.operator, c.template)):
             verdict = "validated" if c.validated else f"REJECTED: {c.reason}"
-            lines.append(f"{c.chapter:<13} {c.operator:<24} {c.template:<18} {c.label:<27} {c.oracle:<12} "
+            lines.append(f"{c.chapter:<13} {c.operator:<24} {c.template:<20} {c.label:<27} {c.oracle:<12} "
                          f"{verdict} ({c.seconds:.0f} s)")
         lines.append("")
         lines.append(f"{'chapter':<13} {'operators':>9} {'validated':>9} {'rejected':>8}  (operators; cases)")
@@ -181,11 +191,12 @@ def _chapter_order(slug: str) -> int:
 
 
 def _select(templates: list[str] | None, operators: list[str] | None) -> list[tuple[Operator, str]]:
+    """(operator, template) of every case asked for: a template named selects its surface variants too."""
     for t in templates or []:
-        if t not in TEMPLATES:
-            raise ClinicError(f"unknown template {t!r}; known: {', '.join(TEMPLATES)}")
+        variant_of(t)  # a clear error for an unknown template or variant
     ops = [get_operator(o) for o in operators] if operators else list(OPERATORS)
-    pairs = [(op, t) for op in ops for t in op.templates if not templates or t in templates]
+    pairs = [(op, t) for op in ops for t in case_templates(op)
+             if not templates or t in templates or base_template(t) in templates]
     if not pairs:
         raise ClinicError(f"no case: operators {[o.id for o in ops]} have no edit for templates {templates}")
     return pairs
@@ -197,10 +208,18 @@ def validate(templates: list[str] | None = None, operators: list[str] | None = N
     """Validate every case of the selection (all operators on all their templates by default) on `seeds` seeds."""
     start = time.monotonic()
     pairs = _select(templates, operators)
-    mutants = {(op.id, t): apply_operator(op, t) for op, t in pairs}  # every anchor checked before anything runs
-    for (op_id, t), mutant in mutants.items():
-        if revert(op_id, t, mutant) != template_source(t):
-            raise ClinicError(f"operator {op_id!r} on {t!r}: reverting the edit does not give back the template")
+    mutants, unrenamed = {}, {}
+    for op, t in pairs:  # every anchor checked before anything runs
+        if "~" not in t:
+            mutants[(op.id, t)] = apply_operator(op, t)
+            if revert(op, t, mutants[(op.id, t)]) != template_source(t):
+                raise ClinicError(f"operator {op.id!r} on {t!r}: reverting the edit does not give back the template")
+            continue
+        try:  # a variant's fix is its renamed template: reverting is checked on the base template
+            mutants[(op.id, t)] = apply_operator(op, t)
+        except ClinicError as e:  # the edit brings a name the variant renames to: no such case
+            unrenamed[(op.id, t)] = str(e)
+    pairs = [(op, t) for op, t in pairs if (op.id, t) in mutants]
     seed_list = list(range(seeds))
     needed = sorted({t for _, t in pairs})
     by_id = {op.id: op for op, _ in pairs}
@@ -218,6 +237,9 @@ def validate(templates: list[str] | None = None, operators: list[str] | None = N
     reports = run_all(work, jobs, timeout, workdir, stop, progress)
 
     matrix = Matrix(seeds=seed_list)
+    for (op_id, t), why in unrenamed.items():
+        op = get_operator(op_id)
+        matrix.cases.append(CaseResult(op.id, t, op.chapter, op.label, op.oracle, reason=why))
     for t in needed:
         runs = [reports[("clean", t, s)] for s in seed_list]
         problems = [f"seed {r['seed']}: {p}" for r in runs for p in clean_problems(r)]

@@ -28,10 +28,18 @@ TEMPLATES: dict[str, tuple[str, int | None, float]] = {
 
 
 def template_path(name: str) -> Path:
-    if name not in TEMPLATES:
-        raise ClinicError(f"unknown template {name!r}; known: {', '.join(TEMPLATES)}")
-    return _HERE / f"{name}.py"
+    """The file of a template (of its base template, for a surface variant such as ``digits_mlp~1``)."""
+    base = name.split("~", 1)[0]
+    if base not in TEMPLATES:
+        raise ClinicError(f"unknown template {base!r}; known: {', '.join(TEMPLATES)}")
+    return _HERE / f"{base}.py"
 
 
 def template_source(name: str) -> str:
-    return template_path(name).read_text()
+    """A template's working script; a surface variant's is its base template's, renamed (``surface.rename``)."""
+    source = template_path(name).read_text()
+    if "~" not in name:
+        return source
+    from torchdoctor.clinic.surface import rename
+
+    return rename(source, name)

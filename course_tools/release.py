@@ -13,6 +13,8 @@ Usage: python -m course_tools.release [--check] [ASSIGNMENT ...]
 from __future__ import annotations
 
 import argparse
+import copy as copy_module
+import hashlib
 import os
 import re
 import shutil
@@ -54,15 +56,32 @@ def nbgrader(*args: str, course: Path) -> subprocess.CompletedProcess:
     return proc
 
 
+_released: dict[str, NotebookNode] = {}
+
+
+def _source_digest(assignment: str, course: Path) -> str:
+    """What a released notebook depends on: the course's configuration and every file of the assignment's source."""
+    digest = hashlib.sha256((course / "nbgrader_config.py").read_bytes())
+    for path in sorted((course / "source" / assignment).rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(course)).encode() + b"\0" + path.read_bytes())
+    return f"{assignment}:{digest.hexdigest()}"
+
+
 def student_notebook(assignment: str, course: Path = COURSE) -> NotebookNode:
-    """The notebook students get, as nbgrader's generate_assignment makes it (in a scratch course copy)."""
-    with tempfile.TemporaryDirectory(prefix="release-") as scratch:
-        copy = Path(scratch) / "course"
-        copy.mkdir()
-        shutil.copy(course / "nbgrader_config.py", copy)
-        shutil.copytree(course / "source" / assignment, copy / "source" / assignment)
-        nbgrader("generate_assignment", assignment, "--force", course=copy)
-        return nbformat.read(copy / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    """The notebook students get, as nbgrader's generate_assignment makes it (in a scratch course copy). Kept for
+    the process, keyed by what it depends on: each generation is an nbgrader process (the release tests asked for
+    each assignment's twice, 12 generations of 50-95 s each under make test's load)."""
+    key = _source_digest(assignment, course)
+    if key not in _released:
+        with tempfile.TemporaryDirectory(prefix="release-") as scratch:
+            copy = Path(scratch) / "course"
+            copy.mkdir()
+            shutil.copy(course / "nbgrader_config.py", copy)
+            shutil.copytree(course / "source" / assignment, copy / "source" / assignment)
+            nbgrader("generate_assignment", assignment, "--force", course=copy)
+            _released[key] = nbformat.read(copy / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    return copy_module.deepcopy(_released[key])
 
 
 def solution_notebook(assignment: str, course: Path = COURSE) -> NotebookNode:

@@ -5,8 +5,9 @@ bug-clinic tests and the rest of pytest, run side by side, with the wall time an
 slowest tests of each part.
 
 Each part's output is kept in build/test-logs/<part>.log and printed whole when the part ends; pytest's comes
-last, so the run ends with the summary: time per part, the slowest tests of each part (their ``--durations``
-sections), then pytest's own summary line. The exit status is non-zero when any part failed.
+last, then the slowest tests of each part (their ``--durations`` sections), the time per part, the last lines of
+each failed part's output again and which parts failed: a CI log cut to its tail still says what failed. The exit
+status is non-zero when any part failed.
 
 The parts start longest first: in the order of the wall times the last run recorded in build/test-logs/times.json,
 else in ``parts``' order (the longest measured on the 2-core machine first). The machine has 2 cores, so the total CPU
@@ -50,6 +51,7 @@ GRADING = ["tests/test_grading_security.py", "tests/test_autograde_cli.py", "tes
            "tests/test_grading_limits.py", "tests/test_grading_install.py", "tests/test_grading_helpers.py",
            "tests/test_clinic.py", "tests/test_clinic_practice.py", "tests/test_clinic_exam.py",
            "tests/test_i18n_grading.py"]
+FAILED_TAIL = 60  # lines of each failed part's output printed again at the very end
 LAST = "pytest"  # printed last: the run ends with its summary line
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -140,6 +142,14 @@ def main(argv: list[str] | None = None) -> int:
             print((LOGS / f"{name}.log").read_text(), flush=True)
     total = time.monotonic() - started
     TIMES.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"\n===== {LAST} (exit {results[LAST]['code']:.0f}) =====", flush=True)
+    print((LOGS / f"{LAST}.log").read_text(), flush=True)
+    print("===== slowest tests of each part =====")
+    for name in order:
+        lines = slowest((LOGS / f"{name}.log").read_text(errors="replace"))
+        if lines:
+            print(f"--- {name}")
+            print("\n".join(lines[:10]))
     print("\n===== time per part (run side by side; CPU: user+sys of the part and the processes it waited for) =====")
     for name in order:
         r = results[name]
@@ -152,15 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         busy, idle = (after - before for after, before in zip(cpu_after, cpu_before, strict=True))
         print(f"{'machine':15} {busy:7.0f} s of CPU busy, {idle:.0f} s idle, during the run (everything: the kernels "
               f"the parts' own times leave out, daemons, and anything else running)", flush=True)
-    print(flush=True)
-    print("===== slowest tests of each part =====")
-    for name in order:
-        lines = slowest((LOGS / f"{name}.log").read_text(errors="replace"))
-        if lines:
-            print(f"--- {name}")
-            print("\n".join(lines[:10]))
-    print(f"\n===== {LAST} (exit {results[LAST]['code']:.0f}) =====", flush=True)
-    print((LOGS / f"{LAST}.log").read_text(), flush=True)
+    failed = [name for name in order if results[name]["code"] != 0]
+    for name in failed:  # again, last: what a log cut to its tail must still show
+        tail = (LOGS / f"{name}.log").read_text(errors="replace").splitlines()[-FAILED_TAIL:]
+        print(f"\n===== {name} FAILED: the last {len(tail)} lines of its output =====\n" + "\n".join(tail), flush=True)
+    print(f"\nFAILED: {', '.join(failed)} (each part's whole output is above, and in build/test-logs/<part>.log)"
+          if failed else f"\nall {len(order)} parts passed", flush=True)
     return 0 if all(r["code"] == 0 for r in results.values()) else 1
 
 

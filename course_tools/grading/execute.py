@@ -33,6 +33,7 @@ course's source/ folder) imports (``zygote.notebook_imports``): every kernel the
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import os
@@ -40,6 +41,7 @@ import time
 import typing as t
 from pathlib import Path
 
+from jupyter_core.utils import ensure_async
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
@@ -234,6 +236,22 @@ class SandboxedExecute(Execute):
             timeout = None
         left = max(1, int(self._deadline - time.monotonic()))
         return left if timeout is None else min(timeout, left)
+
+    async def _async_poll_kernel_alive(self) -> None:
+        """nbclient's liveness poll for one cell, bound to that cell's reply task and kernel client, and ending
+        with it. nbclient's reads ``self`` each second and is left running when the reply task fails on an unreadable
+        message: it outlives its cell, then cancels whichever cell runs when it next finds ``self.kc`` dead, or fails
+        on a reply task that is None (a new notebook's). Its first step runs once async_execute_cell has set the
+        cell's reply task."""
+        reply, kc = self.task_poll_for_reply, self.kc
+        if reply is None or kc is None:
+            return
+        while not reply.done():
+            await asyncio.sleep(1)
+            if not reply.done() and not await ensure_async(kc.is_alive()):
+                self.log.error("Kernel died while waiting for execute reply.")
+                reply.cancel()
+                return
 
     async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None) -> None:
         self.log.error("Cell ran past the timeout (%ss); killing its kernel", timeout)

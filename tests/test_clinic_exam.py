@@ -6,6 +6,7 @@ feedback that says why and does not give the answer away. Only three submissions
 with a wrong diagnosis, the failing lines deleted): the others are refused before anything runs.
 """
 
+import html
 import json
 import logging
 import re
@@ -141,6 +142,22 @@ def test_the_roster_is_not_released(graded):
     assert not any(code in release for code in roster.values())
     mine = (out / "students" / "student01" / f"{NAME}.ipynb").read_text()
     assert [code for code in roster.values() if code in mine] == [roster["student01"]]
+
+
+def test_feedback_quotes_each_verdict_and_no_hidden_test(graded):
+    """`nbgrader generate_feedback` on the graded exam: each student's feedback quotes the verdict of every cell that
+    lost points (verdicts that name neither the right diagnosis nor the fix: tested above), and no hidden test."""
+    out, _, results = graded
+    course = out / "course"
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", NAME, "--force"],
+                          cwd=course, env=nbgrader_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for student in KINDS:
+        page = (course / "feedback" / student / NAME / f"{NAME}.html").read_text()
+        lost = [message for cell, (score, message) in results[student].items() if score < clinic_exam.POINTS[cell]]
+        assert all(html.escape(message, quote=False) in page for message in lost), (student, lost)
+        for secret in ("BEGIN HIDDEN TESTS", "_observe_", "&quot;kind&quot;", '"kind"'):
+            assert secret not in page, (student, secret)
 
 
 # ---- cheap checks, no kernel -------------------------------------------------------------------------------------

@@ -32,7 +32,8 @@ from torchdoctor.clinic.pairs import (
     select_pairs,
     validate_pairs,
 )
-from torchdoctor.clinic.practice import CASES_PATH, Case, protected_regions
+from torchdoctor.clinic.practice import CASES_PATH, Case
+from torchdoctor.clinic.regions import protected_regions
 from torchdoctor.clinic.surface import SURFACES, base_template, rename, variant_names
 from torchdoctor.manifest import load_manifest
 

@@ -10,6 +10,7 @@ import pytest
 from torchdoctor.clinic import OPERATORS, ClinicError, get_operator, template_source
 from torchdoctor.clinic.operators import case_templates
 from torchdoctor.clinic.pair_case import PairCase
+from torchdoctor.clinic.pointers import chapter_pointer
 from torchdoctor.clinic.practice import (
     CASES_PATH,
     KINDS,
@@ -17,11 +18,10 @@ from torchdoctor.clinic.practice import (
     Case,
     Run,
     available,
-    chapter_pointer,
     draw,
-    protected_regions,
     write_cases,
 )
+from torchdoctor.clinic.regions import protected_regions
 
 CASES = json.loads(CASES_PATH.read_text())["cases"]
 PAIRS = json.loads(CASES_PATH.read_text())["pairs"]

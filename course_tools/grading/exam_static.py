@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 
-from torchdoctor.clinic.practice import protected_regions
+from torchdoctor.clinic.regions import protected_regions
 
 __all__ = ["refusals"]
 

@@ -35,7 +35,6 @@ import json
 import math
 import os
 import random
-import re
 import signal
 import tempfile
 import threading
@@ -45,11 +44,12 @@ from pathlib import Path
 from torchdoctor.clinic.codes import MAX_SEED, decode, encode, key_hash
 from torchdoctor.clinic.operators import OPERATORS, ClinicError, Operator, apply_operator, case_templates, get_operator
 from torchdoctor.clinic.oracles import symptoms
+from torchdoctor.clinic.pointers import chapter_pointer, course_manifest, error_pointer
+from torchdoctor.clinic.regions import bound_names, normalised, protected_regions
 from torchdoctor.clinic.surface import base_template
 from torchdoctor.clinic.templates import TEMPLATES, template_source
 
-__all__ = ["CASES_PATH", "KINDS", "Case", "Feedback", "Run", "available", "chapter_pointer", "draw",
-           "protected_regions", "write_cases"]
+__all__ = ["CASES_PATH", "KINDS", "Case", "Feedback", "Run", "available", "draw", "write_cases"]
 
 CASES_PATH = Path(__file__).with_name("cases.json")
 KINDS = {"error": "one bug that raises an error", "silent": "one bug that raises nothing but shows a symptom",
@@ -140,7 +140,7 @@ def available(chapter: str | None = None, kind: str | None = None) -> list[dict]
 
 def _chapter_position(slug: str) -> int:
     try:
-        return [c.slug for c in _manifest().chapters].index(slug)
+        return [c.slug for c in course_manifest().chapters].index(slug)
     except (ValueError, AttributeError):
         return 99
 
@@ -171,124 +171,6 @@ def _decode(code: str) -> tuple[str, str, int]:
     if key is None:
         raise ClinicError(f"{code!r} names no case of this version of the clinic")
     return prefix, key, seed
-
-
-# --- protected regions ------------------------------------------------------------------------------------------
-
-_START = re.compile(r"^# --- protected: (?P<what>.+?) ---\s*$")
-_END = re.compile(r"^# --- end protected ---\s*$")
-
-
-@dataclass(frozen=True)
-class Region:
-    name: str  # "the data split", "the number of epochs", "evaluation"
-    why: str  # the rest of the marker's text
-    start: int  # line number (1-based) of the start marker
-    end: int  # line number of the end marker
-    text: str  # the lines between the markers
-
-
-def protected_regions(source: str) -> list[Region]:
-    """The regions a template marks ``# --- protected: what (why) ---`` ... ``# --- end protected ---``."""
-    regions, current = [], None
-    lines = source.splitlines()
-    for number, line in enumerate(lines, 1):
-        m = _START.match(line)
-        if m and current is None:
-            current = (m.group("what"), number)
-        elif _END.match(line) and current is not None:
-            what, start = current
-            name, _, why = what.partition(" (")
-            regions.append(Region(name, why.rstrip(")"), start, number, "\n".join(lines[start:number - 1])))
-            current = None
-    return regions
-
-
-def _normalised(text: str) -> str:
-    try:
-        return ast.dump(ast.parse(text))
-    except SyntaxError:
-        return "\n".join(line.split("#")[0].rstrip() for line in text.splitlines() if line.strip())
-
-
-def _bound_names(text: str) -> set[str]:
-    """The names a protected region defines (assigned, or defined as functions)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return set()
-    names = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            names.add(node.name)
-        for sub in ast.walk(node) if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) else ():
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                names.add(sub.id)
-    return names
-
-
-# --- chapters and sections --------------------------------------------------------------------------------------
-
-
-@functools.cache
-def _manifest():
-    try:
-        from torchdoctor.manifest import load_manifest
-
-        return load_manifest()
-    except Exception:  # a graded kernel may run without the repository's course.toml
-        return None
-
-
-@functools.cache
-def _headings(notebook: str) -> list[tuple[str, list[str]]]:
-    """A notebook's '## ' headings, each with the catalog ids its cells declare to raise below it."""
-    manifest = _manifest()
-    if manifest is None:
-        return []
-    from torchdoctor.manifest import manifest_path
-
-    path = manifest_path().parent / notebook
-    if not path.exists():
-        return []
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    found: list[tuple[str, list[str]]] = []
-    for cell in cells:
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        if cell["cell_type"] == "markdown":
-            found += [(line[3:].strip(), []) for line in source.splitlines() if line.startswith("## ")]
-        raises = cell.get("metadata", {}).get("torchdoctor", {}).get("raises")
-        if raises and found:
-            found[-1][1].append(raises.get("id"))
-    return found
-
-
-def chapter_pointer(slug: str, heading_start: str | None = None, error_id: str | None = None) -> str:
-    """'course/02_gradients.ipynb, § 1. No `grad_fn`...' : where the course teaches something."""
-    manifest = _manifest()
-    if manifest is None:
-        return f"chapter {slug!r}"
-    try:
-        chapter = manifest.chapter(slug)
-    except KeyError:
-        return f"chapter {slug!r}"
-    where = f"chapter {chapter.number} ({chapter.notebook})"
-    for heading, ids in _headings(chapter.notebook):
-        if (error_id and error_id in ids) or (heading_start and heading.startswith(heading_start)):
-            return f"{where}, section “{heading}”"
-    return where
-
-
-def _error_pointer(error_id: str | None) -> str:
-    if not error_id:
-        return "chapter 0 (course/00_method.ipynb): read the traceback from the bottom up"
-    from torchdoctor import get_entry
-
-    try:
-        entry = get_entry(error_id)
-    except Exception:
-        return chapter_pointer("method", "2.")
-    return chapter_pointer(entry.chapter, error_id=error_id)
 
 
 # --- runs -------------------------------------------------------------------------------------------------------
@@ -533,7 +415,7 @@ class Case:
                                   "case.check_fix(...).")
         symptom = ("the error it raises" if self.kind == "error"
                    else f"the symptom the clinic measured ({SYMPTOM_TEXT[self._op.oracle]})")
-        hint = (f"read the traceback's last lines: {_error_pointer(self._op.label)}" if self.kind == "error" else
+        hint = (f"read the traceback's last lines: {error_pointer(self._op.label)}" if self.kind == "error" else
                 f"how the course finds this symptom: {chapter_pointer(*SYMPTOM_SECTIONS[self._op.oracle])}")
         return Feedback(False, f"“{text}” is not what is wrong in this script.",
                         [f"It would give {symptom} too; look for it in case.script: is it there?", hint])
@@ -562,9 +444,9 @@ class Case:
                 problems.append(f"the markers of the protected region “{region.name}” were removed or changed; "
                                 "put them back as in case.script")
                 continue
-            if _normalised(got.text) == _normalised(region.text):
+            if normalised(got.text) == normalised(region.text):
                 continue
-            if any(_normalised(got.text) == _normalised(b[region.name]) for b in buggy):
+            if any(normalised(got.text) == normalised(b[region.name]) for b in buggy):
                 continue  # the bug is in this region and is still there: the oracles will say so
             problems.append(f"the protected region “{region.name}” ({region.why or 'part of the test'}) was "
                             "changed: it must read as in the working script" +
@@ -575,7 +457,7 @@ class Case:
         except SyntaxError:
             return problems
         inside = {n for r in protected_regions(source) for n in range(r.start, r.end + 1)}
-        names = set().union(*(_bound_names(r.text) for r in ours)) if ours else set()
+        names = set().union(*(bound_names(r.text) for r in ours)) if ours else set()
         redefined = set()
         for node in ast.walk(tree):
             line = getattr(node, "lineno", None)
@@ -601,7 +483,7 @@ class Case:
             compile(source, "your script", "exec")
         except SyntaxError as e:
             return Feedback(False, "your script is not valid Python",
-                            [f"line {e.lineno}: {e.msg}", _error_pointer(None)])
+                            [f"line {e.lineno}: {e.msg}", error_pointer(None)])
         refused = self.protected_changes(source)
         if refused:
             return Feedback(False, "this edit is refused before it runs", refused)
@@ -663,7 +545,7 @@ def _symptom_problems(run: Run) -> list[str]:
     problems = []
     if r.get("error"):
         last = r["error"].strip().splitlines()[-1]
-        problems.append(f"it raises {last[:200]}: see {_error_pointer(found.get('error'))}")
+        problems.append(f"it raises {last[:200]}: see {error_pointer(found.get('error'))}")
         return problems
     for oracle in ("nonfinite", "initial-loss", "frozen", "memory", "accuracy"):
         if found.get(oracle):

@@ -180,7 +180,7 @@ def test_students_from_a_number_or_a_file(tmp_path):
 def test_cases_are_fast_measurable_and_drawn_from_seed_and_student():
     pool = clinic_exam.exam_pool()
     assert {e["template"] for e in pool} == set(clinic_exam.FAST_TEMPLATES)
-    assert not [e for e in pool if e["oracle"] == "memory"]
+    assert {e["oracle"] for e in pool} >= {"error", "memory", "accuracy"}  # the leaks too: measured in the jail
     draw = clinic_exam.case_for
     assert draw("s", "ada", pool) == draw("s", "ada", pool)
     assert len({(draw("s", f"x{i}", pool)[0]["operator"], draw("s", f"x{i}", pool)[1]) for i in range(20)}) > 10
@@ -278,3 +278,20 @@ def test_blind_correct_answers_pass_every_check_made_before_a_run(answer):
     assert case.check_diagnosis(answer["diagnosis"]).ok
     assert case.protected_changes(fix) == []
     assert refusals(template_source(case.template), case.script, fix) == []
+
+
+@pytest.mark.parametrize("operator", ["loss-sum-keeps-graph", "outputs-kept-with-graph"])
+def test_a_memory_leak_is_measured_in_the_grading_jail(tmp_path, operator):
+    """The exam serves the leaks too: in a confined kernel (the grading zygote's, with the exam's limits) the memory
+    oracle fires on the leaking script and stays quiet on its fix, as in the gate."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    (tmp_path / "nbgrader_config.py").write_text(clinic_exam.course_config(NAME, {}))
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path)).load_config()
+    case = Case("digits_mlp", operator, 0)
+    log = logging.getLogger("exam-test")
+    leaking = exam_verdict.run_fix(case.code, case.script + "\n# handed in unchanged\n", NAME, 120, config, log)
+    fixed = exam_verdict.run_fix(case.code, case.reference_fix(), NAME, 120, config, log)
+    assert leaking is not None and not leaking["ok"], leaking
+    assert any("memory" in line for line in leaking["problems"]), leaking
+    assert fixed == {"ok": True, "title": fixed["title"], "problems": []}, fixed

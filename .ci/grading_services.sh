@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # System services for the distributed-grading tests (docs/instructors.md "Grading a big class"):
 #
-#   .ci/grading_services.sh install           apt-get install postgresql, slurm-wlm and munge where missing (root only;
-#                                             without root it says what is missing and exits 0: those tests then fail
-#                                             or skip with that reason)
+#   .ci/grading_services.sh install           apt-get install postgresql, slurm-wlm and munge where missing, and add
+#                                             the system user tdtest that a grading test runs as (root only; without
+#                                             root it says what is missing and exits 0: those tests then fail or skip
+#                                             with that reason)
 #   .ci/grading_services.sh slurm-start DIR   a one-node Slurm in DIR: munged, slurmctld and slurmd on this machine,
 #                                             with a private slurm.conf (DIR/slurm.conf: export SLURM_CONF=DIR/slurm.conf)
 #   .ci/grading_services.sh slurm-stop DIR    stop them (and cancel every job of that Slurm)
@@ -19,8 +20,19 @@ missing() {
     echo "${out[@]:-}"
 }
 
+# The ordinary user that tests/test_grading_dropin.py grades as (the user-namespace route, without root).
+test_user() {
+    id tdtest >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" != 0 ]; then
+        echo "grading services: not root, not adding the test user tdtest (the ordinary-user grading test skips)" >&2
+        return 0
+    fi
+    useradd --system --no-create-home --shell /usr/sbin/nologin tdtest
+}
+
 install() {
     local need
+    test_user
     need=$(missing)
     [ -z "$need" ] && return 0
     if [ "$(id -u)" != 0 ]; then

@@ -243,7 +243,7 @@ def test_grading_as_an_ordinary_user_leaves_nothing_behind():
     try:
         user = pwd.getpwnam("tdtest")
     except KeyError:
-        pytest.skip("no user tdtest on this machine")
+        pytest.skip("no user tdtest on this machine (`.ci/grading_services.sh install`, as root, adds it)")
     scratch = Path(tempfile.mkdtemp(prefix="td-tdtest-"))  # pytest's own folders are root's only
     try:
         os.chown(scratch, user.pw_uid, user.pw_gid)

@@ -158,7 +158,7 @@ def _serve_kernel(jail: Jail, protections: Protections, connection_file: str, bo
     """In the kernel: confine, bind the sockets, wait for the keeper to seal them, serve until shut down or killed."""
     from course_tools.grading.sandbox import confine
 
-    workdir = confine(jail, protections)
+    confine(jail, protections)  # the kernel's working folder included
     if jail.torch_threads and "torch" in sys.modules:
         import torch
 
@@ -169,8 +169,7 @@ def _serve_kernel(jail: Jail, protections: Protections, connection_file: str, bo
 
     sys.argv = ["ipykernel", "-f", connection_file]
     app = IPKernelApp.instance()
-    app.initialize(["-f", connection_file, "--HistoryManager.hist_file=:memory:", f"--IPKernelApp.cwd={workdir}",
-                    "--InteractiveShell.xmode=Plain"])
+    app.initialize(["-f", connection_file, "--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Plain"])
     os.write(bound, b"1")
     os.close(bound)
     if os.read(sealed, 1) != b"1":  # the keeper is gone

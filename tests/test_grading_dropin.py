@@ -346,3 +346,42 @@ def test_a_cells_liveness_poll_ends_with_its_cell_even_when_its_output_was_unrea
     polls = [o for o in gc.get_objects() if type(o) is types.CoroutineType
              and o.cr_code.co_name == "_async_poll_kernel_alive" and o.cr_frame is not None]
     assert polls == []
+
+
+def _children(pid: int) -> set[int]:
+    return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+
+
+def test_local_workers_share_the_machines_zygote_each_through_a_zygote_of_its_own(tmp_path):
+    """``MachineZygote`` imports once for the machine; each ``Zygote`` made while it runs (as a local worker makes
+    its own) is a connection to it, served by a zygote forked from it with everything imported, which ends when the
+    connection closes. A connection without the token gets nothing."""
+    import socket
+    import time
+
+    from course_tools.grading.zygote import MachineZygote
+
+    folder = tmp_path / "machine"
+    folder.mkdir(mode=0o700)
+    with MachineZygote(["colorsys"], folder) as machine:
+        first, second = Zygote(["colorsys"]), Zygote(["colorsys"])
+        try:
+            assert first.preload(["wave"]) == ["colorsys", "wave"]  # in its own zygote only
+            assert second.preload([]) == ["colorsys"]
+            assert first.protections == second.protections
+            assert len(_children(machine._proc.pid)) == 2 and first._proc is None
+            intruder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            intruder.connect(machine.path)
+            intruder.sendall(b"not the token\n")
+            intruder.settimeout(30)
+            assert intruder.recv(100) == b""
+            intruder.close()
+        finally:
+            first.close()
+        deadline = time.monotonic() + 10
+        while len(_children(machine._proc.pid)) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_children(machine._proc.pid)) == 1  # the closed connection's zygote is gone
+        second.close()
+    assert machine._proc.poll() is not None and not (folder / "zygote.sock").exists()
+    assert "TORCHDOCTOR_ZYGOTE_SOCKET" not in os.environ

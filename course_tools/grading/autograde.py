@@ -54,7 +54,7 @@ from course_tools.grading import compat, engine, references, results  # noqa: E4
 from course_tools.grading.references import REFERENCES_ENV  # noqa: E402
 from course_tools.grading.sandbox import Protections  # noqa: E402
 from course_tools.grading.writer import GradebookWriter, load_config  # noqa: E402
-from course_tools.grading.zygote import REPO, machine_protections, notebook_imports  # noqa: E402
+from course_tools.grading.zygote import REPO, MachineZygote, machine_protections, notebook_imports  # noqa: E402
 
 COURSE = REPO / "autograder"
 
@@ -280,6 +280,21 @@ class Batch:
     export_seconds: float = 0.0
 
 
+@contextlib.contextmanager
+def machine_zygote(settings: engine.Settings, preload: list[str], scratch: Path) -> t.Iterator[None]:
+    """Local workers share one zygote (``zygote.MachineZygote``), started before them: the machine imports torch
+    and the notebooks' modules once, while the cluster starts, instead of once per worker after it. Other engines'
+    workers each start their own, on their own machines."""
+    if settings.engine != "local":
+        yield
+        return
+    folder = scratch / "zygote"
+    folder.mkdir(mode=0o700)
+    engine.prepare_environment()  # the PATH the workers get, and so their kernels, set before the zygote starts
+    with MachineZygote(preload, folder):
+        yield
+
+
 def run(argv: list[str] | None = None) -> Batch:
     """``main``, with where the time went."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -329,7 +344,8 @@ def run(argv: list[str] | None = None) -> Batch:
     # The workers' zygotes import what the instructor's source notebooks import, while the workers start
     preload = notebook_imports(sorted(p for a in assignments for p in (course / "source" / a).glob("*.ipynb")))
     with tempfile.TemporaryDirectory(prefix="autograde-") as scratch, shared_references(settings, Path(scratch)), \
-            engine.open_client(settings) as client, engine.zygotes(client, preload):
+            machine_zygote(settings, preload, Path(scratch)), engine.open_client(settings) as client, \
+            engine.zygotes(client, preload):
         for assignment in assignments:
             graded, spent = grade_assignment(course, assignment, client, settings, args.force, Path(scratch),
                                              args.db_url, started)

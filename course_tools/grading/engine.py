@@ -10,6 +10,8 @@ Three places, one engine (``open_client``):
 
 Every worker starts its pre-warmed zygote when it joins (``ZygotePlugin``, a worker plugin: ipykernel, and what the
 run's source notebooks import (torch...), imported once per worker) and closes it when it leaves or the run ends.
+Local workers get theirs from the machine's zygote, which ``autograde`` starts before them (``zygote.MachineZygote``):
+the imports are paid once per machine.
 Each task (``grade_submission``) gets the assignment's template (``writer.assignment_template``: source folder,
 configuration, a private gradebook with the assignment's definition only) and one submission's files, runs
 nbgrader's hardened autograde on a private copy in a scratch folder, and returns a ``writer.Bundle``: the autograded
@@ -104,7 +106,7 @@ def local_gpus() -> int:
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
-def _environment_for_workers() -> None:
+def prepare_environment() -> None:
     """Workers started from here inherit this: nbgrader calls alembic, which must be on PATH."""
     bin_dir = str(Path(sys.executable).parent)
     if not os.environ.get("PATH", "").startswith(bin_dir):
@@ -117,7 +119,7 @@ def open_client(settings: Settings) -> t.Iterator[t.Any]:
     import dask
     from distributed import Client
 
-    _environment_for_workers()
+    prepare_environment()
     if settings.engine not in ENGINES:
         raise ValueError(f"unknown engine {settings.engine!r}; the engines are {', '.join(ENGINES)}")
     # For the schedulers started here (local, slurm): how many worker deaths a submission may cause, and no task
@@ -228,7 +230,7 @@ class ZygotePlugin(WorkerPlugin):
     def setup(self, worker: t.Any = None) -> None:
         from course_tools.grading.zygote import shared_zygote
 
-        _environment_for_workers()
+        prepare_environment()
         _drop_nanny_environment()
         _sweep_scratch(tempfile.gettempdir())
         os.makedirs(worker_scratch(), exist_ok=True)

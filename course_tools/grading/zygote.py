@@ -29,6 +29,11 @@ and kernels used 10.5-11.3 s of CPU with the freeze, 12.6 s without (58 submissi
 also left out of ``gc.get_objects()`` in the kernel; they are the modules' own, and no
 tensor a notebook creates is among them.
 
+On one machine, the local workers of a run share one zygote (``MachineZygote``, started by ``autograde`` before
+the workers): it imports once, listens on a Unix socket in a private folder, and forks, for each connection that
+sends its token first, a zygote that serves that connection as above (its kernels die when the connection closes,
+with the worker that held it). Each worker's ``Zygote`` connects to it instead of starting its own (``SOCKET_ENV``).
+
 The zygote never runs student code itself, never imports a module a submission names, and holds no thread when it
 forks (it checks ``/proc/self/task`` after every preload and before every fork; numpy's OpenBLAS pool is kept to
 the calling thread, ``OPENBLAS_NUM_THREADS=1``). It exits when its stdin closes, and its kernels die with it
@@ -39,6 +44,7 @@ namespaced protections unless the instructor allowed it (``ALLOW_UNPROTECTED_ENV
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import gc
 import hashlib
@@ -48,6 +54,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import typing as t
 from pathlib import Path
 
@@ -56,6 +63,9 @@ from course_tools.grading.sandbox import NAMESPACED, Jail, Limits, Protections, 
 REPO = Path(__file__).resolve().parents[2]
 DISABLE_ENV = "TORCHDOCTOR_SANDBOX_DISABLE"  # comma-separated protections to turn off, or "all"
 ALLOW_UNPROTECTED_ENV = "TORCHDOCTOR_ALLOW_UNPROTECTED"  # "1": grade even without network/filesystem/processes
+SOCKET_ENV = "TORCHDOCTOR_ZYGOTE_SOCKET"  # the machine's zygote's socket (``MachineZygote``): connect, not start one
+TOKEN_ENV = "TORCHDOCTOR_ZYGOTE_TOKEN"  # what a connection to it must send first
+MACHINE_WAIT = 300  # seconds a worker waits for the machine's zygote to listen (its imports, on a loaded machine)
 PREWARM_ENV = "TORCHDOCTOR_PREWARM"  # set: start the zygote as soon as nbgrader loads its configuration
 # What DISABLE_ENV can name: the protections, and the unprivileged route (as if this machine refused user namespaces)
 PROTECTION_NAMES = ("network", "filesystem", "processes", "unprivileged_user", "user_namespace")
@@ -300,7 +310,8 @@ def _preload(modules: list[str], refused: set[str]) -> tuple[list[str], str | No
     return loaded, None
 
 
-def _restart_without(out: t.TextIO, modules: list[str], refused: set[str], answer: str) -> t.NoReturn:
+def _restart_without(out: t.TextIO, modules: list[str], refused: set[str], answer: str,
+                     listen: str | None = None) -> t.NoReturn:
     """A preload left a thread running: this process runs the zygote again, from scratch (same pid, same pipes),
     preloading ``modules`` but the refused ones, and answers ``answer`` once it is ready."""
     sys.stderr.write(f"grading zygote: importing {sorted(refused)} starts a thread; it is not preloaded\n")
@@ -309,7 +320,7 @@ def _restart_without(out: t.TextIO, modules: list[str], refused: set[str], answe
     os.dup2(out.fileno(), 1)  # the answers' pipe is stdout again in the new image
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an ignored SIGCHLD would survive exec: probe waits for children
     argv = [sys.executable, "-m", "course_tools.grading.zygote", *modules, f"--refused={','.join(sorted(refused))}",
-            f"--answer={answer}"]
+            f"--answer={answer}", *([f"--listen={listen}"] if listen else [])]
     os.execv(sys.executable, argv)
 
 
@@ -330,15 +341,26 @@ def serve(argv: list[str] | None = None) -> None:
     os.dup2(2, 1)
     for name in ALWAYS:
         __import__(name)
+    listen = next((a.split("=", 1)[1] for a in args if a.startswith("--listen=")), None)
     loaded, threaded = _preload(modules, refused)
     if threaded:
-        _restart_without(out, modules, refused | {threaded}, answer)
+        _restart_without(out, modules, refused | {threaded}, answer, listen)
 
     protections = machine_protections()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped by the system; the grader holds pidfds
     first = {"protections": protections.to_dict()} if answer == "protections" else {}
+    if listen:
+        _serve_machine(listen, {**first, "preloaded": loaded, "refused": sorted(refused)}, loaded, refused,
+                       protections)
+        return
     out.write(json.dumps({**first, "preloaded": loaded, "refused": sorted(refused)}) + "\n")
-    for line in sys.stdin:
+    _serve_requests(sys.stdin, out, loaded, refused, protections)
+
+
+def _serve_requests(requests: t.Iterable[str], out: t.TextIO, loaded: list[str], refused: set[str],
+                    protections: Protections) -> None:
+    """Answer each request line (module docstring) until ``requests`` ends."""
+    for line in requests:
         request = json.loads(line)
         if "preload" in request:
             more, threaded = _preload([n for n in request["preload"] if n not in loaded], refused)
@@ -373,32 +395,117 @@ def serve(argv: list[str] | None = None) -> None:
         out.write(json.dumps({"pid": pid}) + "\n")
 
 
+def _read_line(fd: int, most: int = 256) -> str:
+    """One line from ``fd``, read a byte at a time: nothing after it is consumed."""
+    data = b""
+    while not data.endswith(b"\n") and len(data) < most:
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode(errors="replace").strip()
+
+
+def _serve_machine(path: str, ready: dict, loaded: list[str], refused: set[str], protections: Protections) -> None:
+    """The machine's zygote (``MachineZygote``): listen on the Unix socket ``path``; each connection that starts
+    with the token (the first line on stdin) gets a zygote of its own, forked from this one with everything imported
+    (``ready`` is its first answer), serving that connection as a worker's own zygote serves its pipe: its kernels
+    die with it, when the connection closes. Ends when stdin closes."""
+    import select
+    import socket
+
+    token = _read_line(0)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # the socket is the grader's only
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old_umask)
+    listener.listen(64)
+    while True:
+        readable, _, _ = select.select([listener, 0], [], [])
+        if 0 in readable and not os.read(0, 4096):
+            break
+        if listener not in readable:
+            continue
+        conn, _ = listener.accept()
+        if _threads() > 1 or os.fork() != 0:
+            conn.close()
+            continue
+        listener.close()
+        conn.settimeout(30)
+        try:
+            if _read_line(conn.fileno()) != token:
+                os._exit(0)
+        except OSError:
+            os._exit(0)
+        conn.settimeout(None)
+        os.dup2(conn.fileno(), 0)  # as a worker's zygote: requests on stdin, answers on a descriptor of their own
+        out = os.fdopen(os.dup(conn.fileno()), "w", buffering=1)
+        conn.close()
+        out.write(json.dumps(ready) + "\n")
+        _serve_requests(os.fdopen(0, "r", buffering=1), out, loaded, refused, protections)
+        os._exit(0)
+    listener.close()
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 class Zygote:
-    """The grader's handle on one zygote process. Started at once (importing ``preload`` before it is ready), waited
-    for on first use."""
+    """The grader's handle on one zygote. Started at once (importing ``preload`` before it is ready), waited for on
+    first use. Where the machine's zygote listens (``SOCKET_ENV``, ``MachineZygote``), a connection to it instead: a
+    zygote of this handle's own, forked from the machine's with everything imported."""
 
     def __init__(self, preload: t.Iterable[str] = ()) -> None:
-        env = kernel_environment(dict(os.environ))
         self._requested = set(preload)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "course_tools.grading.zygote", *sorted(self._requested, key=_torch_first)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/", text=True, bufsize=1)
+        self._proc: subprocess.Popen | None = None
+        self._socket: t.Any = None
         self._lock = threading.Lock()
+        if os.environ.get(SOCKET_ENV):
+            self._send = self._receive = None  # connected on first use: the machine's zygote may still be importing
+        else:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "course_tools.grading.zygote", *sorted(self._requested, key=_torch_first)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=kernel_environment(dict(os.environ)), cwd="/",
+                text=True, bufsize=1)
+            self._send, self._receive = self._proc.stdin, self._proc.stdout
         self._protections: Protections | None = None
         self.preloaded: list[str] = []  # what kernels forked from now on have imported already
         self.refused: list[str] = []  # requested, but their import starts a thread: never preloaded
 
+    def _connect(self) -> None:
+        """Connect to the machine's zygote, waiting (MACHINE_WAIT seconds at most) for it to listen."""
+        import socket
+
+        path, deadline = os.environ[SOCKET_ENV], time.monotonic() + MACHINE_WAIT
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(path)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                sock.close()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the machine's grading zygote did not listen on {path} within "
+                                       f"{MACHINE_WAIT} s") from None
+                time.sleep(0.02)
+        sock.sendall((os.environ.get(TOKEN_ENV, "") + "\n").encode())
+        self._socket = sock
+        self._send, self._receive = sock.makefile("w", buffering=1), sock.makefile("r")
+
     def _request(self, message: dict) -> dict:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.write(json.dumps(message) + "\n")
-        self._proc.stdin.flush()
+        assert self._send is not None
+        self._send.write(json.dumps(message) + "\n")
+        self._send.flush()
         return self._answer()
 
     def _answer(self) -> dict:
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
+        if self._receive is None:
+            self._connect()
+        line = self._receive.readline()
         if not line:
-            raise RuntimeError(f"the grading zygote exited (status {self._proc.wait()})")
+            status = f"status {self._proc.wait()}" if self._proc else "its connection closed"
+            raise RuntimeError(f"the grading zygote exited ({status})")
         answer = json.loads(line)
         if "error" in answer:
             raise RuntimeError(answer["error"])
@@ -442,12 +549,60 @@ class Zygote:
                 self._request({"reap": uid})
 
     def close(self) -> None:
-        if self._proc.poll() is None:
+        if self._socket is not None:  # the connection's zygote ends, and its kernels with it
+            for stream in (self._send, self._receive, self._socket):
+                stream.close()
+            self._socket = self._send = self._receive = None
+        if self._proc is not None and self._proc.poll() is None:
             assert self._proc.stdin is not None
             self._proc.stdin.close()
             try:
                 self._proc.wait(timeout=10)
             except subprocess.TimeoutExpired:  # a loaded machine: end it (its kernels die with it, PDEATHSIG)
+                self._proc.kill()
+                self._proc.wait()
+
+
+class MachineZygote:
+    """One zygote for every local worker of a run (``autograde``, the local engine): it imports ``preload`` once
+    for the machine while the workers start, then forks each worker's zygote from itself (``Zygote`` connects to it
+    through ``SOCKET_ENV``, which this sets for the processes started from here, and ``TOKEN_ENV``). Closed, with
+    the environment restored, on exit; each worker's zygote ends when its worker closes its connection."""
+
+    def __init__(self, preload: t.Iterable[str], folder: str | os.PathLike) -> None:
+        import secrets
+
+        self.path = os.path.join(folder, "zygote.sock")
+        self._token = secrets.token_hex(16)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "course_tools.grading.zygote", *sorted(set(preload), key=_torch_first),
+             f"--listen={self.path}"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=kernel_environment(dict(os.environ)), cwd="/",
+            text=True, bufsize=1)
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(self._token + "\n")  # not in its arguments or environment: kernels see neither
+        self._proc.stdin.flush()
+        self._saved = {name: os.environ.get(name) for name in (SOCKET_ENV, TOKEN_ENV)}
+        os.environ[SOCKET_ENV], os.environ[TOKEN_ENV] = self.path, self._token
+
+    def __enter__(self) -> MachineZygote:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for name, value in self._saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
 

@@ -370,6 +370,13 @@ def test_local_workers_share_the_machines_zygote_each_through_a_zygote_of_its_ow
             assert second.preload([]) == ["colorsys"]
             assert first.protections == second.protections
             assert len(_children(machine._proc.pid)) == 2 and first._proc is None
+            late = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a token that comes late is still read
+            late.connect(machine.path)
+            time.sleep(0.5)
+            late.sendall(machine._token.encode() + b"\n")
+            late.settimeout(30)
+            assert b'"protections"' in late.recv(4096)
+            late.close()
             intruder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             intruder.connect(machine.path)
             intruder.sendall(b"not the token\n")

@@ -413,6 +413,7 @@ def _serve_machine(path: str, ready: dict, loaded: list[str], refused: set[str],
     die with it, when the connection closes. Ends when stdin closes."""
     import select
     import socket
+    import struct
 
     token = _read_line(0)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -433,13 +434,15 @@ def _serve_machine(path: str, ready: dict, loaded: list[str], refused: set[str],
             conn.close()
             continue
         listener.close()
-        conn.settimeout(30)
+        # The token within 30 s (a blocking read with a receive timeout: settimeout would make the descriptor
+        # non-blocking, and a read before the token arrived would fail at once).
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 30, 0))
         try:
             if _read_line(conn.fileno()) != token:
                 os._exit(0)
         except OSError:
             os._exit(0)
-        conn.settimeout(None)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
         os.dup2(conn.fileno(), 0)  # as a worker's zygote: requests on stdin, answers on a descriptor of their own
         out = os.fdopen(os.dup(conn.fileno()), "w", buffering=1)
         conn.close()

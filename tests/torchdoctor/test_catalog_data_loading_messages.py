@@ -115,14 +115,15 @@ def test_kept_worker_batches_run_out_of_file_descriptors_and_copies_do_not(raise
     assert explain(exc).id == "too-many-open-files"
     # the fix: keep copies, whose storage is ordinary memory, not the shared tensors. The worker gets the usual
     # limit back, as in the reproducer (with the lowered one it inherited, it aborted once under make test's load).
-    # 100 descriptors to spare, not the reproducer's 40: a fixed loader needs a handful at a time, and with 40 its
-    # worker was killed by SIGABRT once more under make test's load (2026-12-02), while the 400 batches kept shared
-    # would need 400.
+    # 100 descriptors to spare, not the reproducer's 40 (the 400 batches kept shared would need 400). The worker is
+    # spawned, not forked: twice under make test (2026-12-02) a worker forked from this pytest process, which holds
+    # what earlier tests left (threads, ZeroMQ sockets), aborted while collecting garbage it had inherited
+    # ("Fatal Python error: Aborted ... Garbage-collecting"), whatever the descriptors to spare.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 100, hard))
     try:
         kept = [batch.clone() for batch in DataLoader(
-            data_loading._SharedBatchesDataset(), batch_size=1, num_workers=1,
+            data_loading._SharedBatchesDataset(), batch_size=1, num_workers=1, multiprocessing_context="spawn",
             worker_init_fn=functools.partial(data_loading._worker_open_files_limit, soft))]
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

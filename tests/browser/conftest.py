@@ -65,12 +65,25 @@ def page(browser, request, screenshots: Path) -> Iterator[object]:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
+    console: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    page.on("pageerror", lambda error: console.append(f"page error: {error}"))
     try:
         yield page
         if getattr(request.node, "browser_failed", False):  # what the page showed when the test failed
             page.screenshot(path=str(screenshots / f"FAILED-{request.node.name}.png"))
+            report_failure(request, console)
     finally:
         context.close()
+
+
+def report_failure(request, console: list[str]) -> None:
+    """Print what a failed browser test leaves to go on: the page's console and the tail of its JupyterLab's log."""
+    print(f"--- the page's console ({len(console)} messages, the last 80):", *console[-80:], sep="\n")
+    for name in ("student_lab", "instructor_lab"):
+        if name in request.fixturenames:
+            lab = request.getfixturevalue(name)
+            print(f"--- the last 80 lines of {lab.log}:", *lab.log_text().splitlines()[-80:], sep="\n")
 
 
 @pytest.fixture(scope="session")

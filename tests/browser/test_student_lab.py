@@ -118,10 +118,13 @@ def test_a_student_runs_chapter_01_and_sees_its_declared_errors(student_lab, pag
     ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x3072 and 512x10)", "mat1-mat2-shapes"),
 ])
 def test_the_cheat_sheet_search_finds_a_pasted_message(student_lab, page, shot, message, entry):
-    jlab.open_notebook(page, student_lab, "course/cheatsheet.ipynb")
-    jlab.run_all(page)
+    def open_and_run() -> None:
+        jlab.open_notebook(page, student_lab, "course/cheatsheet.ipynb")
+        jlab.run_all(page)
+
+    open_and_run()
     search = page.locator(f"{jlab.NOTEBOOK} input[placeholder^='search words']")
-    jlab.wait_for_widget(page, search, jlab.cells_with_code(page, "interactive_cheatsheet()").last)
+    jlab.wait_for_widget(page, search, jlab.cells_with_code(page, "interactive_cheatsheet()").last, open_and_run)
     search.fill(message)
     search.press("Enter")
     widget = page.locator(f"{jlab.NOTEBOOK} .widget-vbox").first

@@ -138,6 +138,19 @@ def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def scaling_limits(scaling: dict[int, tuple[float, autograde.Timings, float]]) -> str:
+    """Once started, how much faster the most workers grade than one, and what holds them back, measured: the
+    cores that the one-worker run already kept busy (its kernel, the worker, the driver's writer and the zygote)."""
+    most = max(scaling)
+    rate = {workers: workers / timing.per_submission for workers, (_, timing, _) in scaling.items()}
+    busy_with_one = scaling[1][2]
+    return (f"after start-up, {most} workers grade {rate[most] / rate[1]:.2f}x as many submissions per second as 1 "
+            f"({rate[1]:.1f} against {rate[most]:.1f}); what holds them back: the run with 1 worker already kept "
+            f"{busy_with_one:.2f} of this machine's {os.cpu_count()} cores busy, which leaves the other workers "
+            f"{os.cpu_count() - busy_with_one:.2f} cores, and the start-up grows with the workers "
+            f"({scaling[1][1].startup:.1f} s with 1, {scaling[most][1].startup:.1f} s with {most})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--assignment", default="hw1_dimensions")
@@ -211,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         (one, _, _), (many, _, _) = scaling[1], scaling[max(scaling)]
         print(f"throughput with {max(scaling)} workers against 1: {one / many:.2f}x (whole runs, start-up included; "
               f"torch threads per kernel: {args.torch_threads or 'automatic'})")
+        print(scaling_limits(scaling))
     print(capacity(spent.per_submission, spent.per_submission - execution_s, fixed_s))
     print(f"fixed cost of the run: {fixed_s:.1f} s = start-up {spent.startup:.1f} s (nbgrader and the zygote side by "
           f"side; a zygote alone, with its preloads, takes {zygote_s:.1f} s) + references {spent.references:.1f} s + "

@@ -10,10 +10,11 @@ nbgrader's hardened autograde.
 - ``roster.csv``: student, case code, template, bug: the instructor's key (it names every bug).
 
 A student's case is drawn from SEED and the student id (an HMAC), among the validated cases of the fast templates
-as written (the digits MLP and linear regression: a fix trains in seconds; not their surface variants), leaving out
-``memory`` (measured in the jail as in the gate since the runner reads glibc's bytes in use, but not yet graded by
-an exam corpus). Nothing in a notebook decides the grade: ``grading.exam_verdict`` takes
-each student's case from the roster and judges outside the kernel.
+as written (the digits MLP and linear regression: a fix trains in seconds; not their surface variants), the memory
+leaks included (measured in the grading jail as in the gate). Nothing in a notebook decides the grade:
+``grading.exam_verdict`` takes each student's case from the roster and judges outside the kernel. The grading
+kernels may read the course manifest and the chapter notebooks (``pointer_files``), so that the feedback names the
+section that teaches the bug.
 
 Usage: python -m course_tools.clinic_exam (--students N | --roster-file FILE) --seed SEED [--out DIR] [--name NAME]
        [--force]
@@ -191,7 +192,18 @@ def course_config(name: str, roster: dict[str, str]) -> str:
 # root, which no student receives.
 c.ClinicExam.rosters = {{{name!r}: {json.dumps(roster, indent=1, sort_keys=True)}}}
 c.SandboxedExecute.assignment_limits[{name!r}] = {LIMITS!r}
+# What the feedback reads to name the section that teaches a bug (torchdoctor.clinic.pointers), read-only in the jail.
+c.SandboxedKernelManager.extra_paths.extend({pointer_files()!r})
 """
+
+
+def pointer_files() -> list[str]:
+    """The course manifest and the chapter notebooks it names: where the clinic's hints find a chapter's sections."""
+    from torchdoctor.manifest import load_manifest, manifest_path
+
+    manifest = manifest_path().resolve()
+    notebooks = [manifest.parent / chapter.notebook for chapter in load_manifest().chapters]
+    return [str(manifest), *(str(path) for path in notebooks if path.is_file())]
 
 
 def personal(release: nbformat.NotebookNode, code: str) -> nbformat.NotebookNode:

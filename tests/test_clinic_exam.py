@@ -61,6 +61,7 @@ class Kind:
     deserves: tuple[int, int]  # diagnosis points, fix points
     says: str = ""  # in the feedback of the cell(s) it loses
     swapped_with: str | None = None  # hands in this student's case code instead of its own
+    names_a_section: bool = False  # its feedback points to the chapter section that teaches what still fails
 
 
 KINDS = {
@@ -73,7 +74,8 @@ KINDS = {
                       "the number of epochs"),
     "student05": Kind("range(2) hard-coded for EPOCHS", right_choice,
                       lambda c: c.reference_fix().replace("range(EPOCHS)", "range(2)"), (1, 0), "range(EPOCHS)"),
-    "student06": Kind("failing lines deleted", right_choice, deleted_lines, (1, 0), "still shows a symptom"),
+    "student06": Kind("failing lines deleted", right_choice, deleted_lines, (1, 0), "still shows a symptom",
+                      names_a_section=True),
     "student07": Kind("data split moved out of its protected region", right_choice, moved_split, (1, 0),
                       "refused before it runs"),
     "student08": Kind("another student's case code, with that case solved", right_choice, Case.reference_fix,
@@ -130,6 +132,8 @@ def test_each_submission_scores_as_it_deserves(graded, student):
     assert {cell: score for cell, (score, _) in got.items()} == deserves, f"{kind.why}: {got}"
     lost = [message for cell, (score, message) in got.items() if score < clinic_exam.POINTS[cell]]
     assert all(kind.says in message for message in lost), f"{kind.why}: {lost}"
+    if kind.names_a_section:  # the grading kernel reads the manifest and the chapters (clinic_exam.pointer_files)
+        assert all(re.search(r"chapter \d+ \(course/\S+\.ipynb\), section “", m) for m in lost), lost
     case = Case.from_code(roster[student])
     right = case.choices()[right_choice(case)]
     assert not any(right in message for message in lost), "the feedback gives the right diagnosis away"
@@ -283,7 +287,8 @@ def test_blind_correct_answers_pass_every_check_made_before_a_run(answer):
 @pytest.mark.parametrize("operator", ["loss-sum-keeps-graph", "outputs-kept-with-graph"])
 def test_a_memory_leak_is_measured_in_the_grading_jail(tmp_path, operator):
     """The exam serves the leaks too: in a confined kernel (the grading zygote's, with the exam's limits) the memory
-    oracle fires on the leaking script and stays quiet on its fix, as in the gate."""
+    oracle fires on the leaking script and stays quiet on its fix, as in the gate; and what it says names the
+    chapter's section, which the kernel reads from the manifest and the notebook the exam lets it see."""
     from traitlets.config.loader import PyFileConfigLoader
 
     (tmp_path / "nbgrader_config.py").write_text(clinic_exam.course_config(NAME, {}))
@@ -293,5 +298,6 @@ def test_a_memory_leak_is_measured_in_the_grading_jail(tmp_path, operator):
     leaking = exam_verdict.run_fix(case.code, case.script + "\n# handed in unchanged\n", NAME, 120, config, log)
     fixed = exam_verdict.run_fix(case.code, case.reference_fix(), NAME, 120, config, log)
     assert leaking is not None and not leaking["ok"], leaking
-    assert any("memory" in line for line in leaking["problems"]), leaking
+    memory = [line for line in leaking["problems"] if "memory grew" in line]
+    assert memory and all("course/03_memory.ipynb), section “" in line for line in memory), leaking
     assert fixed == {"ok": True, "title": fixed["title"], "problems": []}, fixed

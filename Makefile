@@ -31,6 +31,7 @@ $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "The course needs Python 3.11; set PYTHON=/path/to/python3.11")'
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(VENV)/bin/python -m pip uninstall --quiet --disable-pip-version-check -y rfc3987-syntax  # see requirements.txt
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 

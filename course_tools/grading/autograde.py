@@ -28,8 +28,9 @@ from __future__ import annotations
 import sys
 
 # jsonschema, which nbgrader imports, imports rfc3987_syntax (when installed) for its "iri" format checks, and that
-# module builds a parser when imported: 1.2 s of CPU in every grading process, the workers' included. Nothing
-# grading validates has that format; without the module, jsonschema leaves the check out.
+# module builds a parser when imported: 0.8-1.2 s of CPU in every grading process, the workers' included. Nothing
+# grading validates has that format; without the module, jsonschema leaves the check out. `make setup` uninstalls it
+# (requirements.txt); this keeps it out of grading processes in environments built otherwise (environment.yml).
 SKIPPED_MODULES = ("rfc3987_syntax",)
 for _name in SKIPPED_MODULES:
     sys.modules.setdefault(_name, None)  # type: ignore[assignment]

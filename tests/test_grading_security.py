@@ -43,6 +43,24 @@ def test_the_corpus_has_every_attack_and_both_controls():
         assert attacks[name].deserves or name == "output_flood", f"{name} must be set up to gain undeserved points"
 
 
+def test_a_score_not_deserved_is_reported_with_what_the_cell_showed(tmp_path):
+    """Where an attack scores other than it deserves, the report quotes the grade cell: the verdict, the error, the
+    streams (the CI log of a lost point then says why, with no rerun)."""
+    verdict = {"score": 0, "max": 1, "passed": False, "message": "the cell ran past its time limit"}
+    cell = nbformat.v4.new_code_cell("assert flood()", metadata={"nbgrader": {"grade_id": "test_a", "grade": True},
+                                                                 "torchdoctor": {"verdict": verdict}})
+    cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="slow\n"),
+                    nbformat.v4.new_output("error", ename="CellTimeoutError", evalue="8 s", traceback=[])]
+    folder = tmp_path / "autograded" / "flooder" / attack_corpus.ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / f"{attack_corpus.ASSIGNMENT}.ipynb")
+    shown = attack_corpus.cell_outcome(tmp_path, "flooder", "test_a")
+    assert "the cell ran past its time limit" in shown and "CellTimeoutError: 8 s" in shown, shown
+    assert "stderr: 'slow\\n'" in shown, shown
+    assert attack_corpus.cell_outcome(tmp_path, "flooder", "test_b").startswith("nothing: no cell 'test_b'")
+    assert attack_corpus.cell_outcome(tmp_path, "nobody", "test_a").startswith("nothing: ")
+
+
 def test_no_submission_gets_a_point_it_does_not_deserve(graded):
     attacks, result = graded
     found = attack_corpus.problems(attacks, result)

@@ -175,22 +175,42 @@ def problems(attacks: list[Attack], graded: dict) -> list[str]:
             deserved = attack.deserves.get(cell, most)
             if score != deserved or manual is not None:
                 found.append(f"{attack.name} ({attack.why.strip()}): {cell} scored {score} of {most} "
-                             f"(manual score {manual}), deserves {deserved}")
+                             f"(manual score {manual}), deserves {deserved}; the cell showed: "
+                             f"{cell_outcome(graded['course'], attack.name, cell)}")
         reported = sorted({item["cell"] for item in results["tampering"].get(attack.name, [])})
         if reported != sorted(attack.tampering):
             found.append(f"{attack.name}: tampering reported for {reported}, expected {sorted(attack.tampering)}")
     return found
 
 
+def cell_outcome(course: Path, student: str, cell: str, limit: int = 600) -> str:
+    """What grade cell ``cell`` of ``student``'s autograded notebook showed (the grader's verdict, errors, streams):
+    why it scored what it did, quoted where a score differs from the one deserved."""
+    path = course / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    if not path.is_file():
+        return f"nothing: {path} is missing"
+    graded = next((c for c in nbformat.read(path, as_version=4).cells
+                   if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == cell), None)
+    if graded is None:
+        return f"nothing: no cell {cell!r} in {path}"
+    shown = [f"verdict: {verdict}"] if (verdict := graded.metadata.get("torchdoctor", {}).get("verdict")) else []
+    for output in graded.get("outputs", []):
+        if output.output_type == "error":
+            shown.append(f"{output.ename}: {output.evalue}")
+        elif output.output_type == "stream":
+            shown.append(f"{output.name}: {output.text[:200]!r}")
+    return " | ".join(shown)[:limit] or "no output"
+
+
 def main() -> int:
     attacks = load()
     with tempfile.TemporaryDirectory(prefix="attacks-") as scratch:
         graded = grade(Path(scratch), attacks)
+        found = problems(attacks, graded)  # reads the autograded notebooks, in the scratch folder
     for attack in attacks:
         cells = graded["scores"][attack.name]
         total, most = sum(s for s, _, _ in cells.values()), sum(m for _, m, _ in cells.values())
         print(f"{attack.name:<22} {total:4.1f} / {most:.1f}  {attack.why.strip().splitlines()[0]}")
-    found = problems(attacks, graded)
     for problem in found:
         print(f"FAIL {problem}")
     return 1 if found else 0

@@ -93,9 +93,9 @@ def wait_for_widget(page, target, cell, start_again, first_wait_ms: int = 60_000
 
 
 def output_summary(cell) -> list[str]:
-    """Each output of `cell` as its MIME type and the start of its HTML: what a failed wait printed."""
-    return cell.locator(".jp-OutputArea-output").evaluate_all(
-        "els => els.map(e => (e.dataset.mimeType || '?') + ': ' + e.innerHTML.slice(0, 300))")
+    """The start of each output of `cell` as HTML (with its MIME type, where JupyterLab marks it): what a failed wait
+    printed."""
+    return cell.locator(".jp-OutputArea-output").evaluate_all("els => els.map(e => e.outerHTML.slice(0, 300))")
 
 
 def last_execution_count(page) -> int:

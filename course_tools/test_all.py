@@ -4,10 +4,11 @@ grading corpora, distributed grading, the bug clinic's whole gate (``make clinic
 bug-clinic tests and the rest of pytest, run side by side, with the wall time and the CPU time of each part and the
 slowest tests of each part.
 
-Each part's output is kept in build/test-logs/<part>.log and printed whole when the part ends; pytest's comes
-last, then the slowest tests of each part (their ``--durations`` sections), the time per part, the last lines of
-each failed part's output again and which parts failed: a CI log cut to its tail still says what failed. The exit
-status is non-zero when any part failed.
+Before the parts start it times a fixed pure-Python workload (``reference_seconds``): runs on different machines
+compare by it. Each part's output is kept in build/test-logs/<part>.log and printed whole when the part ends;
+pytest's comes last, then the slowest tests of each part (their ``--durations`` sections), the time per part, the
+last lines of each failed part's output again and which parts failed: a CI log cut to its tail still says what
+failed. The exit status is non-zero when any part failed.
 
 The parts start longest first: in the order of the wall times the last run recorded in build/test-logs/times.json,
 else in ``parts``' order (the longest measured on the 2-core machine first). The machine has 2 cores, so the total CPU
@@ -54,6 +55,7 @@ GRADING = ["tests/test_grading_security.py", "tests/test_autograde_cli.py", "tes
 FAILED_TAIL = 60  # lines of each failed part's output printed again at the very end
 LAST = "pytest"  # printed last: the run ends with its summary line
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+REFERENCE_SQUARES = 5_000_000  # the machine's reference workload (``reference_seconds``)
 
 
 def parts(device: str) -> dict[str, list[str]]:
@@ -110,6 +112,15 @@ def machine_cpu() -> tuple[float, float] | None:
     return (sum(fields[:8]) - idle) / tick, idle / tick
 
 
+def reference_seconds() -> float:
+    """The CPU seconds of a fixed pure-Python workload, measured before the parts start: how fast this machine's cores
+    are, so that runs on different machines compare (the same make test took 16 minutes on one 2-core machine and
+    33 on another)."""
+    started = time.process_time()
+    sum(i * i for i in range(REFERENCE_SQUARES))
+    return time.process_time() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="auto")
@@ -119,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     order = start_order(list(commands))
     env = part_environment()
     print("threads per process: " + ", ".join(f"{k}={env[k]}" for k in ONE_THREAD), flush=True)
+    reference = reference_seconds()
+    print(f"this machine: {REFERENCE_SQUARES:,} squares summed in Python took {reference:.2f} s of CPU", flush=True)
     started, cpu_before = time.monotonic(), machine_cpu()
     running: dict[int, tuple[str, subprocess.Popen, t.IO]] = {}
     for name in order:
@@ -156,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         state = "ok" if r["code"] == 0 else f"FAILED (exit {r['code']:.0f})"
         print(f"{name:15} {r['wall']:7.0f} s wall {r['cpu']:7.0f} s CPU  {state}")
     cpu = sum(r["cpu"] for r in results.values())
-    print(f"{'total':15} {total:7.0f} s wall {cpu:7.0f} s CPU (the machine has {os.cpu_count()} cores)", flush=True)
+    print(f"{'total':15} {total:7.0f} s wall {cpu:7.0f} s CPU (the machine has {os.cpu_count()} cores; its reference "
+          f"workload took {reference:.2f} s of CPU before the run)", flush=True)
     cpu_after = machine_cpu()
     if cpu_before and cpu_after:
         busy, idle = (after - before for after, before in zip(cpu_after, cpu_before, strict=True))

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from course_tools.test_all import machine_cpu, part_environment, slowest
+from course_tools.test_all import machine_cpu, part_environment, reference_seconds, slowest
 
 
 def test_the_slowest_tests_are_read_from_the_durations_section_only():
@@ -43,3 +43,7 @@ def test_every_test_file_runs_in_exactly_one_part_and_the_chinese_check_is_a_par
     commands = test_all.parts("cpu")
     assert all(f"--ignore={path}" in commands["pytest"] for path in named)
     assert commands["i18n-check"][-2:] == ["course_tools.i18n", "check"]
+
+
+def test_the_reference_workload_measures_cpu_time():
+    assert 0 < reference_seconds() < 60

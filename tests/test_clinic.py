@@ -233,3 +233,33 @@ def test_a_variant_case_s_fix_is_its_variant_and_its_code_names_it():
     assert case.reference_fix() == template_source("digits_mlp~1") != template_source("digits_mlp")
     assert case.protected_changes(case.reference_fix()) == [] and "(digits_mlp.py)" in repr(case)
     assert Case.from_code(case.code).script == case.script
+
+
+def _run_template(tmp_path, name, edit):
+    """The runner's report on digits_cnn with one textual edit (old, new) applied, in a subprocess of its own."""
+    from torchdoctor.clinic.templates import template_source
+
+    source = template_source("digits_cnn")
+    for old, new in edit:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    out = tmp_path / name
+    out.mkdir()
+    script = out / "script.py"
+    script.write_text(source)
+    done = subprocess.run([sys.executable, "-m", "torchdoctor.clinic.runner", "digits_cnn", str(script), str(out), "0"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads((out / "report.json").read_text())
+
+
+def test_parameters_that_appear_after_the_first_forward_are_judged(tmp_path):
+    """Issue 36: a fix with nn.LazyLinear runs (the runner copied uninitialised parameters and crashed with
+    KeyError: 'before'), and a layer built inside forward(), which no optimizer sees, is reported frozen."""
+    linear = ("        self.fc = nn.Linear(16 * 2 * 2, 10)\n", "")
+    lazy = _run_template(tmp_path, "lazy", [(linear[0], "        self.fc = nn.LazyLinear(10)\n")])
+    assert lazy["error"] is None and lazy["frozen"] == [] and lazy["parameters"] == 6
+    assert lazy["score"] > 0.8, lazy["score"]
+    in_forward = _run_template(tmp_path, "in_forward", [linear, (
+        "        return self.fc(x)", "        self.fc = nn.Linear(x.shape[1], 10)\n        return self.fc(x)")])
+    assert in_forward["frozen"] == ["fc.weight", "fc.bias"]

@@ -127,17 +127,29 @@ def run(template: str, script: str, out_dir: Path, seed: int) -> dict:
         report["memory"].append(_memory_in_use())
         return result
 
-    tracked: dict = {}
+    # The first module trained at the top level is the model; each of its parameters is copied the first time it
+    # is seen initialised, before its outermost forward and again after it: a lazy module's parameters come into
+    # being in the first forward, a layer built in forward() in every one, and both must be judged (issue 36).
+    tracked: dict = {"module": None, "first": {}}
     depth = [0]
 
+    def snapshot(module):
+        for p in module.parameters():
+            if id(p) not in tracked["first"] and not isinstance(p, torch.nn.parameter.UninitializedParameter):
+                tracked["first"][id(p)] = (p, p.detach().clone())
+
     def pre_hook(module, args):
-        if depth[0] == 0 and "module" not in tracked and module.training and any(True for _ in module.parameters()):
+        if (depth[0] == 0 and tracked["module"] is None and module.training
+                and any(True for _ in module.parameters())):
             tracked["module"] = module
-            tracked["before"] = {n: p.detach().clone() for n, p in module.named_parameters()}
+        if depth[0] == 0 and module is tracked["module"]:
+            snapshot(module)
         depth[0] += 1
 
     def post_hook(module, args, output):
         depth[0] -= 1
+        if depth[0] == 0 and module is tracked["module"]:
+            snapshot(module)
 
     from torch.nn.modules import module as module_mod
 
@@ -164,11 +176,12 @@ def run(template: str, script: str, out_dir: Path, seed: int) -> dict:
         diagnosis = explain(f"{w.category.__name__}: {w.message}")
         if diagnosis and diagnosis.id not in report["warning_ids"]:
             report["warning_ids"].append(diagnosis.id)
-    if "module" in tracked:
-        module = tracked["module"]
-        named = dict(module.named_parameters())
+    if tracked["module"] is not None:
+        named = dict(tracked["module"].named_parameters())
         report["parameters"] = len(named)
-        report["frozen"] = [n for n, before in tracked["before"].items() if torch.equal(named[n].detach(), before)]
+        first = tracked["first"]
+        report["frozen"] = [n for n, p in named.items() if id(p) in first and first[id(p)][0] is p
+                            and torch.equal(p.detach(), first[id(p)][1])]
     if ns is not None:
         try:
             report["score"], report["score_note"] = _score(template, ns, out_dir)

@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchdoctor.catalog import CATALOG, CHAPTERS, ErrorEntry, by_chapter, chapter_title, get_entry
+from torchdoctor.catalog._entry import CHECKED_ON
 from torchdoctor.explain import explain
 from torchdoctor.explain_i18n import CHEATSHEET, text, translate
 
 # The table's columns (translated like the catalog's texts: torchdoctor/explain_i18n.py).
 COLUMNS = ("message", "error", "cause", "fix", "checked on")
 
-__all__ = ["CatalogTable", "chapter_summary", "cheatsheet_table", "declared_error_ids", "interactive_cheatsheet"]
+__all__ = ["CatalogTable", "chapter_summary", "cheatsheet_table", "checked_on_counts", "declared_error_ids",
+           "interactive_cheatsheet"]
 
 
 def _md(text: str) -> str:
@@ -99,6 +101,14 @@ def cheatsheet_table(chapter: str | None = None, search: str | None = None) -> C
         entries = [e for e in entries if hit(e)]
         caption += f" matching {search.strip()!r}"
     return CatalogTable(entries, f"{caption} ({len(entries)})")
+
+
+def checked_on_counts() -> dict[str, int]:
+    """How many catalog entries each "checked on" value has (the cheat sheet's introduction counts them here, so no
+    count is typed): the values in the current language, in the order of ``CHECKED_ON``, those of no entry left out.
+    """
+    counts = {where: sum(e.checked_on == where for e in CATALOG) for where in CHECKED_ON.values()}
+    return {text(CHEATSHEET, where): n for where, n in counts.items() if n}
 
 
 def declared_error_ids(notebook: str | Path) -> list[str]:

@@ -232,8 +232,6 @@ def test_the_clean_template_passes_and_the_unmodified_case_fails(nan_case, tmp_p
 @pytest.mark.parametrize("edit", [
     ("EPOCHS = 10", "EPOCHS = 3"),  # fewer epochs
     ("X_train = rng.randn(800, 3)", "X_train = rng.randn(400, 3)"),  # another data split
-    ("        return model(torch.tensor(X, dtype=torch.float32)).squeeze(1)",  # evaluation changed
-     "        return model(torch.tensor(X, dtype=torch.float32)).squeeze(1) * 0 + y_train.mean()"),
     ("    loader = DataLoader(", "    X_train = X_train[:50]\n    loader = DataLoader("),  # a protected name redefined
     ("# --- end protected ---\n\n\nclass Points", "\n\nclass Points"),  # a marker removed
 ])
@@ -244,11 +242,32 @@ def test_a_fix_that_edits_a_protected_region_is_refused_before_it_runs(nan_case,
     assert not verdict.ok and verdict.run is None and "refused" in verdict.title, repr(verdict)
 
 
-def test_a_bug_inside_a_protected_region_may_be_undone_there_only():
+def test_an_edit_of_the_evaluation_that_lowers_the_bar_is_refused_after_it_runs(nan_case):
+    """The evaluation is judged by what it predicts (issue 36): predicting the training mean is refused."""
+    source = nan_case.script.replace(*LR).replace(
+        "        return model(torch.tensor(X, dtype=torch.float32)).squeeze(1)",
+        "        return model(torch.tensor(X, dtype=torch.float32)).squeeze(1) * 0 + y_train.mean()")
+    verdict = nan_case.check_fix(source, timeout=120)
+    assert not verdict.ok and verdict.run is not None, repr(verdict)
+    assert "changes what predict() returns for 400 of the grader's examples" in verdict.problems[0]
+
+
+def test_a_bug_inside_the_evaluation_may_be_fixed_there_in_any_way_that_predicts_alike():
+    """Issue 36: argmax(1) and argmax(dim=-1) for argmax(dim=1) are right fixes (they were refused by their text);
+    a predict() that looks the labels up in the dataset instead of asking the model is not."""
     case = Case("digits_cnn", "argmax-over-batch", 0)
     assert case.protected_changes(case.reference_fix()) == []
-    other = case.script.replace("argmax(dim=0)", "argmax(dim=-1) + 0")
-    assert "with only the bug undone" in case.protected_changes(other)[0]
+    for fix in ("argmax(1)", "argmax(dim=-1)"):
+        source = case.script.replace("argmax(dim=0)", fix)
+        assert case.protected_changes(source) == [] and case.edited_evaluation(source)
+        verdict = case.check_fix(source, timeout=120)
+        assert verdict.ok, (fix, repr(verdict))
+    lookup = case.script.replace("        return model(prepare(X)).argmax(dim=0)", (
+        "        seen = {tuple(r): t for r, t in zip(load_digits().data, load_digits().target)}\n"
+        "        return torch.tensor([seen[tuple(r)] for r in X])"))
+    assert lookup != case.script
+    verdict = case.check_fix(lookup, timeout=120)
+    assert not verdict.ok and "changes what predict() returns" in verdict.problems[0], repr(verdict)
 
 
 def test_a_bad_path_or_syntax_is_a_clear_answer(nan_case, tmp_path):
@@ -300,3 +319,32 @@ def test_a_pair_s_fix_passes_only_when_both_bugs_are_fixed():
     nan = {**half.run.report, "error": None, "losses": [1.0, "nan"], "score": 0.1}
     silent = case._problems(Run(case.code, "your script", "", nan, {"nonfinite": True, "accuracy": True}, 0.97, [1]))
     assert silent[0] == "one of this case's two bugs still shows its symptom" and "NaN or infinite" in silent[1]
+
+
+@pytest.mark.parametrize("template, operator, wrong, right", [
+    # a second backward made possible instead of removed: the losses still fall (issue 36, seeds 0, 5, 7)
+    ("digits_mlp", "backward-twice", ("            loss.backward()\n            loss.backward()\n",
+                                      "            loss.backward(retain_graph=True)\n            loss.backward()\n"),
+     ("            loss.backward()\n            loss.backward()\n", "            loss.backward()\n")),
+    # zero_grad() once an epoch: R^2 0.999 on the regression all the same (C-PERG-XSA4)
+    ("linear_regression", "no-zero-grad", ("        for x, y in loader:\n",
+                                           "        optimizer.zero_grad()\n        for x, y in loader:\n"),
+     ("            loss = loss_fn(model(x), y)",
+      "            optimizer.zero_grad()\n            loss = loss_fn(model(x), y)")),
+])
+def test_a_fix_that_trains_but_makes_its_steps_otherwise_fails_and_the_right_one_passes(template, operator, wrong,
+                                                                                        right):
+    case = Case(template, operator, 0)
+    assert case.script.count(wrong[0]) == 1 and case.script.count(right[0]) == 1
+    verdict = case.check_fix(case.script.replace(*wrong), timeout=120)
+    report = verdict.run.report
+    assert not verdict.ok, repr(verdict)
+    if operator == "backward-twice":
+        assert report["backward_calls"] == 2 * report["steps"] > 0
+        assert verdict.problems[0].startswith(f"backward() ran {2 * report['steps']} times for {report['steps']}")
+    else:
+        assert report["backward_calls"] == report["steps"] and report["uncleared"] > 0
+        assert "found the gradients of the step before still there" in verdict.problems[0]
+    fixed = case.check_fix(case.script.replace(*right), timeout=120)
+    assert fixed.ok, repr(fixed)
+    assert fixed.run.report["uncleared"] == 0 and fixed.run.report["backward_calls"] == fixed.run.report["steps"]

@@ -45,7 +45,7 @@ from torchdoctor.clinic.codes import MAX_SEED, decode, encode, key_hash
 from torchdoctor.clinic.operators import OPERATORS, ClinicError, Operator, apply_operator, case_templates, get_operator
 from torchdoctor.clinic.oracles import symptoms
 from torchdoctor.clinic.pointers import chapter_pointer, course_manifest, error_pointer
-from torchdoctor.clinic.regions import bound_names, normalised, protected_regions
+from torchdoctor.clinic.regions import EVALUATION, bound_names, normalised, protected_regions
 from torchdoctor.clinic.surface import base_template
 from torchdoctor.clinic.templates import TEMPLATES, template_source
 
@@ -418,7 +418,7 @@ class Case:
         hint = (f"read the traceback's last lines: {error_pointer(self._op.label)}" if self.kind == "error" else
                 f"how the course finds this symptom: {chapter_pointer(*SYMPTOM_SECTIONS[self._op.oracle])}")
         return Feedback(False, f"“{text}” is not what is wrong in this script.",
-                        [f"It would give {symptom} too; look for it in case.script: is it there?", hint])
+                        [f"Look for it in case.script: is it there? Then read {symptom} again.", hint])
 
     # fixing
     def reference_fix(self) -> str:
@@ -430,10 +430,23 @@ class Case:
         """The scripts whose protected regions an edit may keep: the buggy one (a pair adds each half-fixed one)."""
         return [self.script]
 
+    def edited_evaluation(self, source: str) -> bool:
+        """Whether ``source``'s protected evaluation reads neither as the working script's nor as a buggy one's: such
+        an edit is judged by running it (its predictions must be the working evaluation's), not refused by its text
+        (issue 36: ``argmax(1)`` for ``argmax(dim=1)`` is a right fix)."""
+        clean = {r.name: r.text for r in protected_regions(template_source(self.template))}
+        got = {r.name: r.text for r in protected_regions(source)}
+        if EVALUATION not in clean or EVALUATION not in got:
+            return False
+        known = [clean[EVALUATION]] + [b[EVALUATION] for b in
+                                       ({r.name: r.text for r in protected_regions(s)} for s in self._buggy_versions())]
+        return all(normalised(got[EVALUATION]) != normalised(text) for text in known)
+
     def protected_changes(self, source: str) -> list[str]:
-        """Why ``source`` is refused before it runs: a protected region of the template (data split, epochs,
-        evaluation) that differs from the working script's, a marker removed, or a protected name redefined
-        elsewhere. The bug's own region may stay buggy (the oracles then say so) or be restored exactly."""
+        """Why ``source`` is refused before it runs: a protected region of the template (data split, epochs) that
+        differs from the working script's, a marker removed, or a protected name redefined elsewhere. The bug's own
+        region may stay buggy (the oracles then say so) or be restored exactly. The evaluation may also be written
+        otherwise: the run then checks that it predicts as the working script's does (``evaluation_changes``)."""
         clean = template_source(self.template)
         ours, theirs = protected_regions(clean), {r.name: r for r in protected_regions(source)}
         buggy = [{r.name: r.text for r in protected_regions(s)} for s in self._buggy_versions()]
@@ -444,7 +457,7 @@ class Case:
                 problems.append(f"the markers of the protected region “{region.name}” were removed or changed; "
                                 "put them back as in case.script")
                 continue
-            if normalised(got.text) == normalised(region.text):
+            if normalised(got.text) == normalised(region.text) or region.name == EVALUATION:
                 continue
             if any(normalised(got.text) == normalised(b[region.name]) for b in buggy):
                 continue  # the bug is in this region and is still there: the oracles will say so
@@ -477,7 +490,9 @@ class Case:
     def check_fix(self, source_or_path: str | os.PathLike, timeout: float = DEFAULT_TIMEOUT) -> Feedback:
         """Run the edited script (a path, or its source text) in a separate process, at most ``timeout`` s, and
         check it: protected regions unchanged, no error, and every oracle quiet (parameters all trained, finite
-        losses, an initial loss near ln C, no memory growth, the grader's score within the working script's)."""
+        losses, an initial loss near ln C, no memory growth, the grader's score within the working script's); the
+        steps made as the working script makes them (one backward per step on cleared gradients); an edited evaluation
+        predicting as the working one."""
         source = _read_source(source_or_path)
         try:
             compile(source, "your script", "exec")
@@ -489,6 +504,13 @@ class Case:
             return Feedback(False, "this edit is refused before it runs", refused)
         run = self._run(source, "your script", timeout)
         problems = self._problems(run)
+        problems[:0] = _mechanism_problems(run.report)
+        changed = run.report.get("evaluation_changes")
+        if self.edited_evaluation(source) and not run.error and (changed or (changed is None and not problems)):
+            problems.insert(0, "your edit of the protected evaluation changes what predict() returns" + (
+                f" for {changed} of the grader's examples" if changed else "") + ": it must predict as the working "
+                "script's evaluation does (the grader's measure); fix the bug elsewhere, lowering the bar does not "
+                "count as a fix")
         if not problems:
             return Feedback(True, "your script runs cleanly and every check passes: the bug is fixed.", [], run)
         return Feedback(False, "your script still shows a symptom", problems, run)
@@ -499,6 +521,24 @@ class Case:
         if problems and self._op.oracle in _silent_symptoms(run):
             problems.append(f"the bug this case is about is taught in {chapter_pointer(self.chapter)}")
         return problems
+
+
+def _mechanism_problems(report: dict) -> list[str]:
+    """How a run's training steps differ from every working script's: one backward() per optimizer step, on gradients
+    cleared since the last step (issue 36: a second backward with retain_graph, or zero_grad() once an epoch, still
+    converges on these small problems, so the outcome alone passes them). Nothing to say for a run that failed or
+    made its steps in other processes (the runner counts those of its own process)."""
+    steps, calls, uncleared = (report.get(k, 0) for k in ("steps", "backward_calls", "uncleared"))
+    if report.get("error") or report.get("timeout") or not steps:
+        return []
+    problems = []
+    if calls != steps:
+        problems.append(f"backward() ran {calls} times for {steps} optimizer steps: the working script runs it once "
+                        "per step")
+    if uncleared:
+        problems.append(f"{uncleared} of {calls} backward() calls found the gradients of the step before still there: "
+                        "the working script clears them before every one")
+    return problems
 
 
 def _option_text(options: list[str], answer: int | str) -> str:

@@ -8,7 +8,9 @@ import ast
 import re
 from dataclasses import dataclass
 
-__all__ = ["Region", "bound_names", "normalised", "protected_regions"]
+__all__ = ["EVALUATION", "Region", "bound_names", "normalised", "protected_regions"]
+
+EVALUATION = "evaluation"  # the region that defines predict(): an edit of it is judged by what it predicts
 
 _START = re.compile(r"^# --- protected: (?P<what>.+?) ---\s*$")
 _END = re.compile(r"^# --- end protected ---\s*$")

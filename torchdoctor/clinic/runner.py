@@ -3,9 +3,11 @@
 ``python -m torchdoctor.clinic.runner TEMPLATE SCRIPT OUT_DIR SEED`` runs SCRIPT (a template or a mutant of it) as
 ``__main__`` with ``CLINIC_SEED`` and ``CLINIC_OUT`` set, and writes ``OUT_DIR/report.json``. Nothing the script
 prints is trusted: the losses are taken from every ``backward()`` call, the memory in use after each of them,
-which parameters of the first model trained never changed, the error raised (with the catalog id ``explain()``
-gives it), and the score the runner computes itself by loading the script's checkpoint into its ``build_model()``
-and calling its ``predict()`` on held-out data the runner draws itself (a split the script never reads).
+which parameters of the first model trained never changed, how the steps were made (optimizer steps, backward
+calls, and the backward calls that found the model's gradients not cleared), the error raised (with the catalog
+id ``explain()`` gives it), and the score the runner computes itself by loading the script's checkpoint into its
+``build_model()`` and calling its ``predict()`` on held-out data the runner draws itself (a split the script never
+reads), with how many of those predictions differ from the working script's evaluation on the same model.
 ``python -m torchdoctor.clinic.runner --serve`` is the zygote validation uses: one forked child per run.
 """
 
@@ -89,7 +91,43 @@ def _memory_in_use() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def _score(template: str, ns: dict, out_dir: Path) -> tuple[float | None, str | None]:
+def _as_array(pred) -> np.ndarray:
+    import torch
+
+    return np.asarray(pred.detach().cpu() if isinstance(pred, torch.Tensor) else pred, dtype=np.float64)
+
+
+def _working_predict(template: str, ns: dict):
+    """The working script's ``predict`` (its protected evaluation region, run over the script's own names), or None
+    where the template protects no evaluation: what an edit of that region must agree with."""
+    from torchdoctor.clinic.regions import EVALUATION, protected_regions
+    from torchdoctor.clinic.templates import template_source
+
+    region = next((r for r in protected_regions(template_source(template)) if r.name == EVALUATION), None)
+    if region is None:
+        return None
+    scope = dict(ns)
+    exec(compile(region.text, "the working script's evaluation", "exec"), scope)  # noqa: S102 (the course's own code)
+    return scope.get("predict")
+
+
+def evaluation_changes(template: str, ns: dict, model, X: np.ndarray, pred: np.ndarray) -> int | None:
+    """How many held-out predictions of the script's ``predict`` differ from those of the working script's evaluation
+    on the same trained model (issue 36: an edit of the protected evaluation is judged by what it does, not by its
+    text); None where there is nothing to compare."""
+    try:
+        working = _working_predict(template, ns)
+        if working is None:
+            return None
+        expected = _as_array(working(model, X))
+    except Exception:  # the working evaluation cannot run on what the script defines: nothing predicts alike
+        return int(pred.size)
+    if expected.shape != pred.shape:
+        return int(max(expected.size, pred.size))
+    return int((~np.isclose(expected, pred, rtol=1e-5, atol=1e-6)).sum())
+
+
+def _score(template: str, ns: dict, out_dir: Path, report: dict) -> tuple[float | None, str | None]:
     import torch
 
     path = out_dir / "checkpoint.pt"
@@ -98,8 +136,8 @@ def _score(template: str, ns: dict, out_dir: Path) -> tuple[float | None, str | 
     model = ns["build_model"]()
     model.load_state_dict(torch.load(path, weights_only=True)["model"])
     X, y = held_out(template)
-    pred = ns["predict"](model, X)
-    pred = np.asarray(pred.detach().cpu() if isinstance(pred, torch.Tensor) else pred, dtype=np.float64)
+    pred = _as_array(ns["predict"](model, X))
+    report["evaluation_changes"] = evaluation_changes(template, ns, model, X, pred)
     if pred.shape != y.shape:
         return 0.0, f"predict() returned shape {pred.shape} for {y.shape[0]} examples"
     if template.split("~", 1)[0] == "linear_regression":
@@ -116,13 +154,18 @@ def run(template: str, script: str, out_dir: Path, seed: int) -> dict:
     os.environ["CLINIC_SEED"], os.environ["CLINIC_OUT"] = str(seed), str(out_dir)
     report: dict = {"template": template, "seed": seed, "losses": [], "memory": [], "error": None, "error_id": None,
                     "root_error_id": None,
-                    "frozen": [], "parameters": 0, "score": None, "score_note": None, "warning_ids": []}
+                    "frozen": [], "parameters": 0, "score": None, "score_note": None, "warning_ids": [],
+              "evaluation_changes": None, "steps": 0, "backward_calls": 0, "uncleared": 0}
 
     original_backward = torch.Tensor.backward
 
     def backward(self, *args, **kwargs):
         if self.numel() == 1:
             report["losses"].append(float(self.detach().float()))
+        if tracked["module"] is not None:  # how the step is made, beside what it gives (issue 36)
+            report["backward_calls"] += 1
+            if any(p.grad is not None and bool(p.grad.any()) for p in tracked["module"].parameters()):
+                report["uncleared"] += 1
         result = original_backward(self, *args, **kwargs)
         report["memory"].append(_memory_in_use())
         return result
@@ -152,9 +195,14 @@ def run(template: str, script: str, out_dir: Path, seed: int) -> dict:
             snapshot(module)
 
     from torch.nn.modules import module as module_mod
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    def step_hook(optimizer, args, kwargs):
+        report["steps"] += 1
 
     handles = [module_mod.register_module_forward_pre_hook(pre_hook),
-               module_mod.register_module_forward_hook(post_hook, always_call=True)]
+               module_mod.register_module_forward_hook(post_hook, always_call=True),
+               register_optimizer_step_post_hook(step_hook)]
     torch.Tensor.backward = backward
     ns: dict | None = None
     with warnings.catch_warnings(record=True) as caught:
@@ -184,7 +232,7 @@ def run(template: str, script: str, out_dir: Path, seed: int) -> dict:
                             and torch.equal(p.detach(), first[id(p)][1])]
     if ns is not None:
         try:
-            report["score"], report["score_note"] = _score(template, ns, out_dir)
+            report["score"], report["score_note"] = _score(template, ns, out_dir, report)
         except Exception as e:
             report["score_note"] = f"evaluation failed: {type(e).__name__}: {e}"
     report["losses"] = [x if math.isfinite(x) else str(x) for x in report["losses"]]

@@ -274,7 +274,7 @@ def torchdoctor_template() -> polib.POFile:
     from torchdoctor.catalog import CATALOG
     from torchdoctor.catalog._entry import CHECKED_ON
     from torchdoctor.cheatsheet import COLUMNS
-    from torchdoctor.explain import MARKDOWN_LAYOUT, TEXT_LAYOUT
+    from torchdoctor.explain import HANDLED_MARKDOWN, HANDLED_TEXT, MARKDOWN_LAYOUT, TEXT_LAYOUT
     from torchdoctor.explain_i18n import CHEATSHEET, LABELS, specific_template
 
     pot = polib.POFile(wrapwidth=WRAPWIDTH, check_for_duplicates=False)
@@ -293,6 +293,11 @@ def torchdoctor_template() -> polib.POFile:
     for layout in (TEXT_LAYOUT, MARKDOWN_LAYOUT):
         pot.append(polib.POEntry(msgctxt=LABELS, msgid=layout, flags=["python-brace-format"],
                                  comment="how a diagnosis prints (as text, as Markdown in a notebook)"))
+    for line in (HANDLED_TEXT, HANDLED_MARKDOWN):
+        pot.append(polib.POEntry(msgctxt=LABELS, msgid=line, flags=["python-brace-format"],
+                                 comment="the line under a diagnosis of an exception that the code handling it "
+                                 "followed with another (\"During handling of the above exception\"); "
+                                 "{handler_error}: that last exception, \"Type: message\""))
     for message in (NO_TEXT, NOT_FOUND):
         pot.append(polib.POEntry(msgctxt=LABELS, msgid=message, comment="python -m torchdoctor explain"))
     for name in ("chapter", *COLUMNS, *CHECKED_ON.values()):

@@ -230,6 +230,19 @@ def test_escape_hatches_are_refused_before_running(added):
     assert any(ESCAPES[added] in line for line in found), found
 
 
+def test_a_number_the_bug_changed_may_take_another_value_and_other_new_numbers_stay_refused():
+    """Issue 36: a right learning rate other than the working script's was refused as a hard-coded number; the
+    run judges it. A number elsewhere (epochs, a threshold) is still refused."""
+    case = Case("linear_regression", "learning-rate-too-high", 0)
+    clean = template_source(case.template)
+    assert "lr=0.05" in clean and "lr=5.0" in case.script
+    assert refusals(clean, case.script, case.script.replace("lr=5.0", "lr=0.03")) == []
+    found = refusals(clean, case.script, case.script.replace("lr=5.0", "lr=0.05, momentum=0.9"))
+    assert any("0.9" in line for line in found), found
+    found = refusals(clean, case.script, case.reference_fix().replace("batch_size=32", "batch_size=7"))
+    assert any("the number 7" in line for line in found), found
+
+
 def _judge(part, record, student="ada", roster=None):
     config = Config()
     config.ClinicExam.rosters = {NAME: roster or {}}

@@ -8,7 +8,9 @@ beyond theirs, no new kind of control flow that swallows an error or cuts traini
 ``break``), and no attribute assigned but ``self.name``. The protected regions' values must be used as the working
 script uses them (``range(EPOCHS)`` stays ``range(EPOCHS)``), the names only the protected regions use (the data
 loader, the true weights) stay inside them, and no number appears that neither script has outside its protected
-regions (no hard-coded epochs, weights or thresholds). The reference fix, the working script itself, always passes.
+regions (no hard-coded epochs, weights or thresholds), except where the bug itself changed a number given by
+keyword (a learning rate: any value there is judged by running the fix). The reference fix, the working script
+itself, always passes.
 
 Pure syntax analysis: it runs in the grader's process, never the student's code.
 """
@@ -86,9 +88,21 @@ class _Script:
     def names(self, protected: bool) -> set[str]:
         return {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and self.inside(n) == protected}
 
-    def numbers(self) -> set[complex]:
+    def numbers(self, free: frozenset[tuple[str, str]] = frozenset()) -> set[complex]:
+        """The numbers outside the protected regions, but those given to a keyword of ``free`` (a call, a keyword)."""
+        given = {id(k.value) for key, k in self.keyword_numbers().items() if key in free} if free else set()
         return {n.value for n in ast.walk(self.tree) if isinstance(n, ast.Constant) and not self.inside(n)
-                and type(n.value) in (int, float, complex)}
+                and type(n.value) in (int, float, complex) and id(n) not in given}
+
+    def keyword_numbers(self) -> dict[tuple[str, str], ast.keyword]:
+        """Each number given by keyword outside the protected regions, by (the call, the keyword): ``lr=0.05``."""
+        found = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and not self.inside(node):
+                for k in node.keywords:
+                    if k.arg and isinstance(k.value, ast.Constant) and type(k.value.value) in (int, float):
+                        found[(ast.unparse(node.func), k.arg)] = k
+        return found
 
     def contexts(self, names: set[str]) -> set[str]:
         """How the script uses protected values outside the regions: each use with its enclosing expression."""
@@ -175,8 +189,12 @@ def refusals(clean: str, buggy: str, source: str) -> list[str]:
     used_outside = ours.names(False) | ours.chains(False)
     for name in sorted(only_protected & used_outside - known[1].names(False) - known[1].chains(False)):
         refuse(f"`{name}` belongs to a protected region (the data or the evaluation); use it only there")
+    # A number the bug itself changed (a learning rate) may take any value: it is judged by running the fix
+    # (issue 36: a right learning rate other than the working script's own was refused).
+    keywords = [{key: k.value.value for key, k in s.keyword_numbers().items()} for s in known]
+    tuned = frozenset(key for key in keywords[0].keys() & keywords[1].keys() if keywords[0][key] != keywords[1][key])
     numbers = set().union(*(s.numbers() for s in known)) | {0, 1}
-    for value in sorted(ours.numbers() - numbers, key=repr):
+    for value in sorted(ours.numbers(tuned) - numbers, key=repr):
         refuse(f"the number {value!r} is in neither the buggy script nor the working one: no hard-coded epochs, "
                "weights or thresholds")
     protected_names = _bound(clean_script)

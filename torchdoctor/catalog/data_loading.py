@@ -243,6 +243,51 @@ SPAWN_WITHOUT_MAIN_GUARD = ErrorEntry(
 )
 
 
+class _SamplesOnTheGpuDataset(Dataset):
+    """Puts each sample on the GPU in __getitem__, as datasets written for a GPU machine often do."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.full((3,), float(i), device="cuda")
+
+
+def cuda_in_forked_worker() -> None:
+    """A forked DataLoader worker touches CUDA after this process has: PyTorch refuses in the worker.
+
+    Asking torch.cuda.is_available() is enough to mark this process (it asks the driver, unless
+    PYTORCH_NVML_BASED_CUDA_CHECK=1), on a CUDA build with or without a GPU; with a GPU, CUDA is also started
+    for real, as moving a model there does. A PyTorch built without CUDA raises another error in the worker."""
+    if torch.cuda.is_available():
+        torch.zeros(1, device="cuda")
+    _first_batch(DataLoader(_SamplesOnTheGpuDataset(), batch_size=2, num_workers=1, multiprocessing_context="fork"))
+
+
+CUDA_IN_FORKED_WORKER = ErrorEntry(
+    id="cuda-in-forked-worker",
+    title="CUDA used in a worker process started with fork",
+    chapter=CHAPTER,
+    exception_types=("RuntimeError",),
+    pattern=r"Cannot re-initialize CUDA in forked subprocess",
+    example="Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the "
+    "'spawn' start method",
+    cause="A process made by fork (DataLoader workers on Linux up to Python 3.13, or multiprocessing with the "
+    "'fork' start method) touched CUDA (a tensor created with device='cuda', .cuda() or .to('cuda'), a torch.cuda "
+    "call) after its parent had started CUDA, and CUDA cannot be used in such a copy of the parent. The parent "
+    "counts as having started CUDA once it moved anything to the GPU, and already once it called "
+    "torch.cuda.is_available() (unless PYTORCH_NVML_BASED_CUDA_CHECK=1), so the message appears on a machine "
+    "without a GPU too. From a DataLoader worker it is re-raised as 'Caught RuntimeError in DataLoader worker "
+    "process N'.",
+    fix="Keep CUDA out of the workers: return CPU tensors from __getitem__ and move each batch to the GPU in the "
+    "training loop (batch.to(device, non_blocking=True), with pin_memory=True). If the workers must use CUDA, "
+    "start them with spawn: DataLoader(..., multiprocessing_context='spawn'), with the Dataset in an importable "
+    "module.",
+    reproducer=cuda_in_forked_worker,
+    quotes_other_errors=True,
+)
+
+
 def worker_exception() -> None:
     _first_batch(DataLoader(_BrokenDataset(), batch_size=2, num_workers=1))
 
@@ -518,6 +563,7 @@ ENTRIES: tuple[ErrorEntry, ...] = (
     SHM_NO_SPACE,
     TOO_MANY_OPEN_FILES,
     SPAWN_WITHOUT_MAIN_GUARD,
+    CUDA_IN_FORKED_WORKER,
     WORKER_EXCEPTION,
     COLLATE_UNEQUAL_SIZES,
     WORKER_KILLED,

@@ -50,6 +50,7 @@ from nbgrader.preprocessors import ClearHiddenTests
 from traitlets.config import Config
 
 from course_tools.grading.execute import SandboxedExecute
+from course_tools.grading.requirement_text import requirement_texts
 from course_tools.grading.zygote import notebook_imports, shared_zygote
 
 REFERENCES_ENV = "TORCHDOCTOR_REFERENCES"
@@ -117,6 +118,7 @@ def reference_run(path: Path, config: Config) -> References:
         resources = {"metadata": {"path": scratch}, "nbgrader": {"assignment": path.parent.name}}
         SandboxedExecute(config=config).preprocess(nb, resources)
     found = References()
+    rules = requirement_texts([c.source for c in nb.cells if c.cell_type == "markdown"])
     for cell in nb.cells:
         if not is_test_cell(cell):
             continue
@@ -128,7 +130,7 @@ def reference_run(path: Path, config: Config) -> References:
         elif len(records) > 1:
             why = f"displays {len(records)} observation records on the reference solution; it must display one"
         elif records:
-            found.records[grade_id] = records[0]
+            found.records[grade_id] = _with_rules(records[0], rules)
             continue
         elif has_hidden_tests(cell, config):
             found.in_kernel.append(grade_id)
@@ -138,6 +140,15 @@ def reference_run(path: Path, config: Config) -> References:
         found.failed[grade_id] = why
         found.problems.append(f"{grade_id} {why}: nbgrader's in-kernel verdict stands for this cell")
     return found
+
+
+def _with_rules(record: t.Any, rules: dict[str, str]) -> t.Any:
+    """A reference record with the sentence of each requirement its checks name, for the feedback to quote."""
+    if type(record) is not dict or type(record.get("requirements")) is not dict:
+        return record
+    named = {rid for ids in record["requirements"].values() if type(ids) is list for rid in ids}
+    quoted = {rid: rules[rid] for rid in sorted(named) if rid in rules}
+    return {**record, "requirement_text": quoted} if quoted else record
 
 
 def _short(text: str, limit: int = 400) -> str:

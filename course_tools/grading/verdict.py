@@ -42,6 +42,7 @@ from course_tools.grading.references import (
 REL_TOL, ABS_TOL = 1e-4, 1e-6
 MAX_SHOWN = 200  # characters of a value shown in a feedback message
 MAX_LINES = 5  # failed comparisons shown per test
+MAX_RULE = 300  # characters of a requirement's sentence quoted in feedback
 
 
 def _short(value: t.Any) -> str:
@@ -119,9 +120,27 @@ def judge(reference: dict, records: list[t.Any], errors: list[str]) -> tuple[flo
     total = sum(weights.values())
     earned = sum(weights[name] * credit.get(name, 0.0 if name in failed else 1.0) for name in expected)
     passed = earned / total if expected else 1.0
-    lines += [line for messages in failed.values() for line in messages]
+    ids = reference.get("requirements", {})
+    lines += [f"[{', '.join(ids[name])}] {line}" if ids.get(name) else line
+              for name, messages in failed.items() for line in messages]
     more = [f"(and {len(lines) - MAX_LINES} more)"] if len(lines) > MAX_LINES else []
-    return passed, lines[:MAX_LINES] + more
+    return passed, lines[:MAX_LINES] + more + _broken_rules(reference, failed)
+
+
+def _broken_rules(reference: dict, failed: dict[str, list[str]]) -> list[str]:
+    """The requirements the failed checks test, each once with its sentence from the student text (issue 35: feedback
+    names the rule a student broke, not only the check that saw it)."""
+    ids = reference.get("requirements", {})
+    texts = reference.get("requirement_text", {})
+    broken = list(dict.fromkeys(i for name in failed for i in ids.get(name, [])))
+    if not broken:
+        return []
+    quoted = []
+    for rid in broken:
+        text = " ".join(str(texts.get(rid, "")).split())
+        text = text if len(text) <= MAX_RULE else text[:MAX_RULE] + "…"
+        quoted.append(f"  {rid}: “{text}”" if text else f"  {rid}")
+    return ["Requirements not met (the ids in your notebook's text):", *quoted]
 
 
 def verdict_outputs(points: float, fraction: float, partial: bool, messages: list[str]) -> list[NotebookNode]:

@@ -5,7 +5,9 @@ Authoring rules, checked by tests/test_requirements.py:
 
 - In the source notebook's markdown, a sentence that states a requirement (a "must", a return type, an error to
   raise, a behaviour to keep) ends with its id in brackets, ``[R<part>.<n>]``, e.g. "It returns a dict. [R2.1]".
-  Students see the ids; feedback and the table use them.
+  The requirement's text is everything since the previous marker or the start of its paragraph or list item: a
+  rule stated in several sentences keeps them all (start a new paragraph to leave context out). Students see the
+  ids; feedback and the table use them.
 - Each hidden check names the ids it tests: ``record.check(name, observe, requirements=["R2.1"])`` (or
   ``Record.value`` / ``Record.choice``), written as a literal list so this module can read it without running
   anything.
@@ -32,7 +34,8 @@ from course_tools.release import COURSE, REPO
 TABLES = REPO / "docs" / "requirements"
 MARKER = re.compile(r"\[(R\d+\.\d+)\]")
 CHECK_IDS = re.compile(r"requirements\s*=\s*[\[(]([^\])]*)[\])]")
-SENTENCE_START = re.compile(r"(?:(?<=[.!?])\s+|\n\s*(?:[-*]|\d+\.)\s+|\n\s*\n|^#+ )")
+# Where a requirement's text can begin: a paragraph, a list item, the line after a heading (and the previous marker).
+BLOCK_START = re.compile(r"(?:\n\s*(?:[-*]|\d+\.)\s+|\n\s*\n|^#+ [^\n]*(?:\n|$))", re.MULTILINE)
 LIST_MARK = re.compile(r"^(?:[-*]|\d+\.)\s+")
 
 
@@ -53,10 +56,12 @@ def source_path(assignment: str) -> Path:
 
 
 def requirement_sentences(markdown: str) -> list[tuple[str, str]]:
-    """(id, sentence) for each marker in a markdown text, the sentence being the text that the marker ends."""
+    """(id, sentence) for each marker in a markdown text, the sentence being the whole text that the marker ends:
+    every sentence since the previous marker or the start of its paragraph or list item, whichever comes last (a
+    rule stated over several sentences keeps them all, issue 35)."""
     found, start = [], 0
     for match in MARKER.finditer(markdown):
-        pieces = [p for p in SENTENCE_START.split(markdown[start:match.start()].rstrip()) if p and p.strip()]
+        pieces = [p for p in BLOCK_START.split(markdown[start:match.start()].rstrip()) if p and p.strip()]
         sentence = LIST_MARK.sub("", " ".join(pieces[-1].split())) if pieces else ""
         found.append((match.group(1), sentence))
         start = match.end()

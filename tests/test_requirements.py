@@ -11,13 +11,21 @@ from course_tools.requirements import TABLES, gaps, markdown, requirement_senten
 PENDING = set()
 
 
-def test_a_marker_ends_its_sentence():
-    text = ("## Part 2\n\nDefine `train(model, X, y)`. It trains `model` **in place**. [R2.1] It returns a dict:\n\n"
+def test_a_marker_ends_its_sentences():
+    """A requirement keeps every sentence since the previous marker or the start of its paragraph or list item
+    (issue 35: hw5 R2.1, "**Strip the prefix.** A key ... loses ... Keys without the prefix stay as they are", had
+    kept only its last sentence); a heading never belongs to it."""
+    text = ("## Part 2\nDefine `train(model, X, y)`. It trains `model` **in place**. [R2.1] It returns a dict:\n\n"
             "- `loss`: a list of floats [R2.2]\n- more. Another sentence here [R2.3] Ends.\n"
-            "- A bullet after a full stop [R2.4]")
-    assert requirement_sentences(text) == [("R2.1", "It trains `model` **in place**."),
-                                           ("R2.2", "`loss`: a list of floats"), ("R2.3", "Another sentence here"),
-                                           ("R2.4", "A bullet after a full stop")]
+            "- A bullet after a full stop [R2.4]\n\n"
+            "1. **Strip the prefix.** A key loses its prefix. Keys without it\n   stay as they are. [R2.5] If two keys "
+            "collide, raise. [R2.6]\n\nContext first.\n\nThe rule. [R2.7]")
+    assert requirement_sentences(text) == [
+        ("R2.1", "Define `train(model, X, y)`. It trains `model` **in place**."),
+        ("R2.2", "`loss`: a list of floats"), ("R2.3", "more. Another sentence here"),
+        ("R2.4", "A bullet after a full stop"),
+        ("R2.5", "**Strip the prefix.** A key loses its prefix. Keys without it stay as they are."),
+        ("R2.6", "If two keys collide, raise."), ("R2.7", "The rule.")]
 
 
 @pytest.mark.parametrize("assignment", assignments())

@@ -22,6 +22,11 @@ cells as submitted, and grades it with the English source's gradebook: the score
 corpus gets. ``--representative`` grades only a subset chosen by `representative` (the solution, the starter, and
 for each grade cell the first submission that loses it): 5 to 7 of a corpus's 50 to 64.
 
+The floor (issue 35): breaking any one stated requirement must cost at least ``FLOOR`` (5%) of its part. For each
+requirement id, `floors` takes the wrong submissions that violate it alone (``violates = [id]``) and reports the
+smallest share of the points they lose on the grade cells whose hidden checks test that id (the requirement
+table's cells); tests/test_grading_corpus.py checks it per requirement, and the CLI prints it after grading.
+
 Usage: python -m course_tools.grading_corpus [ASSIGNMENT ...] [--language zh_CN] [--representative]
 """
 
@@ -47,6 +52,7 @@ from course_tools.manifest_cli import UnknownAssignment, select_assignments
 from course_tools.release import COURSE, REPO, nbgrader, solution_notebook
 
 CORPUS = REPO / "tests" / "grading_corpus"
+FLOOR = 0.05  # the least share of its part that breaking one stated requirement may cost (issue 35)
 
 
 @dataclass
@@ -268,6 +274,47 @@ def problems(submission: Submission, scores: dict[str, tuple[float, float]]) -> 
     return found
 
 
+@dataclass
+class Floor:
+    """What breaking one requirement costs in the corpus: the smallest share of the requirement's grade cells'
+    points lost by a wrong submission violating it alone, and that submission (None when none was graded)."""
+
+    requirement: str
+    cells: list[str]
+    share: float | None = None
+    submission: str | None = None
+    losses: dict[str, float] = field(default_factory=dict)  # every such submission -> its share lost
+
+    def line(self) -> str:
+        if self.share is None:
+            return f"{self.requirement}: no graded wrong submission violates it alone"
+        return (f"{self.requirement}: {self.share:6.1%} of {', '.join(self.cells)} lost at least "
+                f"({self.submission}; {len(self.losses)} submission{'s' if len(self.losses) != 1 else ''})")
+
+
+def floors(assignment: str, submissions: list[Submission], scores: dict[str, dict[str, tuple[float, float]]]
+           ) -> list[Floor]:
+    """Per requirement id of the assignment's table, in the text's order: the smallest share of the points of the
+    grade cells testing it that the graded wrong submissions violating it alone (``violates == [id]``) lose."""
+    from course_tools.requirements import table  # it reads the corpus with this module
+
+    found = []
+    for requirement in table(assignment):
+        floor = Floor(requirement.id, list(requirement.cells))
+        for submission in submissions:
+            graded = scores.get(submission.name)
+            if submission.violates != [requirement.id] or graded is None or submission.language:
+                continue
+            most = sum(graded[cell][1] for cell in requirement.cells if cell in graded)
+            lost = sum(graded[cell][1] - graded[cell][0] for cell in requirement.cells if cell in graded)
+            floor.losses[submission.name] = lost / most if most else 0.0
+        if floor.losses:
+            floor.submission = min(floor.losses, key=lambda name: floor.losses[name])
+            floor.share = floor.losses[floor.submission]
+        found.append(floor)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("assignments", nargs="*", help="default: every ready assignment of course.toml")
@@ -300,6 +347,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{assignment}  {submission.name:<32} {total:5.1f} / {most:<5.1f} {'ok' if not found else 'WRONG'}")
             failures += found
         failures += [why for why in [graded.failure(assignment)] if why]
+        if not options.representative and not options.language:
+            print(f"{assignment}: the least share of its part that breaking each requirement alone costs "
+                  f"(floor {FLOOR:.0%})")
+            for floor in floors(assignment, submissions, scores):
+                below = floor.share is None or floor.share < FLOOR
+                print(f"  {floor.line()}{'  BELOW THE FLOOR' if below else ''}")
     for failure in failures:
         print(f"FAIL {failure}")
     return 1 if failures else 0

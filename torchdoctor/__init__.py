@@ -20,7 +20,10 @@ from torchdoctor.memory import (
     step_memory_breakdown,
 )
 from torchdoctor.quiz import answered, check_answer
+from torchdoctor.raised import track as _track_raised
 from torchdoctor.shapes import expect_shape, shape_table
+
+_track_raised()  # in IPython: a chapter's summary shows the messages its cells really raised
 
 __version__ = "0.1.0"
 

@@ -15,6 +15,7 @@ from torchdoctor.catalog import CATALOG, CHAPTERS, ErrorEntry, by_chapter, chapt
 from torchdoctor.catalog._entry import CHECKED_ON
 from torchdoctor.explain import explain
 from torchdoctor.explain_i18n import CHEATSHEET, text, translate
+from torchdoctor.raised import raised_message
 
 # The table's columns (translated like the catalog's texts: torchdoctor/explain_i18n.py).
 COLUMNS = ("message", "error", "cause", "fix", "checked on")
@@ -27,6 +28,13 @@ def _md(text: str) -> str:
     return html.escape(text, quote=False).replace("|", "\\|").replace("\n", "<br>")
 
 
+def _code(text: str) -> str:
+    """A message as a Markdown code span in a table cell: entities are not decoded inside code, so ``<`` stays as it
+    is (escaped, it would show as ``&lt;``); ``|`` still ends a cell, and a backtick needs a longer fence."""
+    escaped = text.replace("|", "\\|")
+    return f"`` {escaped} ``" if "`" in text else f"`{escaped}`"
+
+
 @dataclass(repr=False)
 class CatalogTable:
     """A table of catalog entries that renders as HTML or Markdown in notebooks and as text elsewhere."""
@@ -34,10 +42,15 @@ class CatalogTable:
     entries: list[ErrorEntry]
     caption: str
     show_chapter: bool = True
+    messages: dict[str, str] | None = None  # entry id -> the message raised in this session (else the sample)
+
+    def _message(self, e: ErrorEntry) -> str:
+        """The message shown for an entry: the one raised in this session if given, else the catalog's sample."""
+        return ((self.messages or {}).get(e.id) or f"{e.exception_type}: {e.example}").splitlines()[0]
 
     def _columns(self, e: ErrorEntry) -> list[str]:
         title, cause, fix = translate(e, {})  # English unless TORCHDOCTOR_LANG asks otherwise
-        cols = [f"{e.exception_type}: {e.example.splitlines()[0]}", title, cause, fix, text(CHEATSHEET, e.checked_on)]
+        cols = [self._message(e), title, cause, fix, text(CHEATSHEET, e.checked_on)]
         return ([e.chapter] if self.show_chapter else []) + cols
 
     def _header(self) -> list[str]:
@@ -48,8 +61,9 @@ class CatalogTable:
         lines = [f"**{_md(self.caption)}**", "", "| " + " | ".join(self._header()) + " |"]
         lines.append("|" + " --- |" * len(self._header()))
         for e in self.entries:
-            cells = [_md(c) for c in self._columns(e)]
-            cells[-5] = f"`{cells[-5]}`"
+            columns = self._columns(e)
+            cells = [_md(c) for c in columns]
+            cells[-5] = _code(columns[-5])
             lines.append("| " + " | ".join(cells) + " |")
         if not self.entries:
             lines.append("| " + " | ".join(["no matching error"] + [""] * (len(self._header()) - 1)) + " |")
@@ -70,7 +84,7 @@ class CatalogTable:
         for e in self.entries:
             title, cause, fix = translate(e, {})
             blocks.append(
-                f"[{e.chapter}] {title} ({e.id})\n  message: {e.exception_type}: {e.example.splitlines()[0]}\n"
+                f"[{e.chapter}] {title} ({e.id})\n  message: {self._message(e)}\n"
                 f"  cause: {cause}\n  fix: {fix}\n  checked on: {text(CHEATSHEET, e.checked_on)}"
             )
         return "\n\n".join(blocks)
@@ -133,7 +147,9 @@ def chapter_summary(chapter: str) -> CatalogTable:
     if not notebook.is_file():
         raise FileNotFoundError(f"chapter {chapter!r} has no notebook yet ({info.notebook}, status {info.status})")
     entries = [get_entry(entry_id) for entry_id in declared_error_ids(notebook)]
-    return CatalogTable(entries, f"Errors in this chapter: {info.label}", show_chapter=False)
+    # The messages this session's cells raised (torchdoctor.raised), where there are; the catalog's sample elsewhere.
+    messages = {e.id: m for e in entries if (m := raised_message(e.id)) is not None}
+    return CatalogTable(entries, f"Errors in this chapter: {info.label}", show_chapter=False, messages=messages)
 
 
 def interactive_cheatsheet() -> object:

@@ -11,6 +11,7 @@ module, each importing only modules above it in this list (tests/test_grading_he
 - ``execute``: nbgrader's Execute with those kernels; kernel deaths and timeouts cost only their cell.
 - ``restore``: restore deleted, emptied and metadata-stripped locked cells from the gradebook; report tampering.
 - ``collect``: ``nbgrader collect`` copying plain files only (never following students' symbolic links).
+- ``requirement_text``: the requirement sentences (``[R<part>.<n>]``) of an assignment's text, quoted in feedback.
 - ``references``: what hidden tests observe on the reference solution, once per batch, kept across runs.
 - ``exam_static``: a bug-clinic exam fix refused before it runs when it steps outside what the working script does.
 - ``exam_verdict``: the bug-clinic exam's verdicts: the roster's case, the diagnosis, the fix run confined.

@@ -27,16 +27,13 @@ from pathlib import Path
 
 import nbformat
 
+from course_tools.grading.requirement_text import requirement_sentences
 from course_tools.grading_corpus import Submission, load_corpus
 from course_tools.manifest_cli import UnknownAssignment, select_assignments
 from course_tools.release import COURSE, REPO
 
 TABLES = REPO / "docs" / "requirements"
-MARKER = re.compile(r"\[(R\d+\.\d+)\]")
 CHECK_IDS = re.compile(r"requirements\s*=\s*[\[(]([^\])]*)[\])]")
-# Where a requirement's text can begin: a paragraph, a list item, the line after a heading (and the previous marker).
-BLOCK_START = re.compile(r"(?:\n\s*(?:[-*]|\d+\.)\s+|\n\s*\n|^#+ [^\n]*(?:\n|$))", re.MULTILINE)
-LIST_MARK = re.compile(r"^(?:[-*]|\d+\.)\s+")
 
 
 @dataclass
@@ -53,19 +50,6 @@ class Requirement:
 
 def source_path(assignment: str) -> Path:
     return COURSE / "source" / assignment / f"{assignment}.ipynb"
-
-
-def requirement_sentences(markdown: str) -> list[tuple[str, str]]:
-    """(id, sentence) for each marker in a markdown text, the sentence being the whole text that the marker ends:
-    every sentence since the previous marker or the start of its paragraph or list item, whichever comes last (a
-    rule stated over several sentences keeps them all, issue 35)."""
-    found, start = [], 0
-    for match in MARKER.finditer(markdown):
-        pieces = [p for p in BLOCK_START.split(markdown[start:match.start()].rstrip()) if p and p.strip()]
-        sentence = LIST_MARK.sub("", " ".join(pieces[-1].split())) if pieces else ""
-        found.append((match.group(1), sentence))
-        start = match.end()
-    return found
 
 
 def _hidden_part(source: str) -> str:

@@ -191,5 +191,14 @@ clinic-exam: setup
 	$(BIN)/python -m course_tools.clinic_exam $(if $(N),--students $(N)) $(if $(STUDENTS),--roster-file $(STUDENTS)) \
 		--seed "$(SEED)" --out $(EXAM_DIR)
 
+# The messages of other PyTorch releases (issue 38; docs/authors.md "Messages of other releases"): every catalog
+# reproducer under each release from 2.6 to the pinned one (RELEASE=2.9.1 for one), each in a throwaway environment
+# under /tmp, into tests/torchdoctor/message_corpus/<release>.json, which make test checks explain against. Not a part
+# of make test: it downloads one torch wheel per release (about 1 GB each, deleted afterwards).
+.PHONY: message-corpus
+RELEASE ?=
+message-corpus: setup
+	$(BIN)/python -m course_tools.message_corpus $(foreach r,$(RELEASE),--release $(r))
+
 clean:
 	rm -rf build

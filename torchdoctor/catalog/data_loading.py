@@ -131,7 +131,9 @@ SHM_NO_SPACE = ErrorEntry(
     title="Shared memory (/dev/shm) is too small for the batches in flight",
     chapter=CHAPTER,
     exception_types=("RuntimeError",),
-    pattern=r"unable to allocate shared memory\(shm\) for file <(?P<file>[^>]+)>: No space left on device",
+    # torch 2.11 reports the same full /dev/shm as EAGAIN (tests/torchdoctor/message_corpus/2.11.0.json).
+    pattern=r"unable to allocate shared memory\(shm\) for file <(?P<file>[^>]+)>: "
+    r"(?:No space left on device|Resource temporarily unavailable)",
     example="unable to allocate shared memory(shm) for file </torch_4242_1585927346_0>: No space left on device (28)",
     cause="A DataLoader worker writes each batch it makes straight into shared memory (/dev/shm on Linux), and "
     "PyTorch reserves the whole block first (posix_fallocate); when /dev/shm cannot hold it (Docker gives a "

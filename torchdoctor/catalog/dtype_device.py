@@ -36,7 +36,9 @@ CE_TARGET_DTYPE = ErrorEntry(
     title="Class labels are not integers (CrossEntropyLoss/NLLLoss)",
     chapter=CHAPTER,
     exception_types=("RuntimeError",),
-    pattern=r"expected target dtype to be Long or Byte, but got (?P<got>\w+)",
+    # torch 2.11 words it "expected scalar type Long but found Float" (tests/torchdoctor/message_corpus/2.11.0.json),
+    # the words a batched product or a bias-free convolution of int64 data uses too: "Long" is taken as a target.
+    pattern=r"(?:expected target dtype to be Long or Byte, but got|expected scalar type Long but found) (?P<got>\w+)",
     example="expected target dtype to be Long or Byte, but got Float",
     cause="With class-index targets (shape (N,)), cross-entropy wants int64 labels; float labels (often "
     "from a float numpy array or a regression-style dataset) or int32 labels are rejected.",

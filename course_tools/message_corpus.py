@@ -45,6 +45,7 @@ RELEASES = ("2.14.1", "2.13.0", "2.12.1", "2.11.0", "2.10.0", "2.9.1", "2.8.0", 
 PURE_DEPS = ("filelock", "typing-extensions", "sympy", "networkx", "jinja2", "fsspec", "numpy", "pillow")
 RUN_TIMEOUT_S = 3600
 ENTRY_TIMEOUT_S = 90
+SHM_SIZE = "256m"
 
 
 # --------------------------------------------------------------------------------------------- run inside the release
@@ -205,6 +206,16 @@ def prepare_environment(release: str, workdir: Path) -> Path:
     return python
 
 
+def _private_shm() -> list[str]:
+    """A command prefix that gives the runner a /dev/shm of its own, SHM_SIZE big, where this is possible (root and
+    unshare): shm-no-space's reproducer asks for more than /dev/shm holds, and releases before 2.10 do not reserve
+    it first but fill it until the worker dies, which on the machine's shared /dev/shm takes everyone's."""
+    if os.name != "posix" or os.geteuid() != 0 or shutil.which("unshare") is None:
+        return []
+    mount = f'mount -t tmpfs -o size={SHM_SIZE} tmpfs /dev/shm && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, "sh"]
+
+
 def collect(python: Path, release: str, out_dir: Path = CORPUS) -> Path:
     """Run every reproducer under ``python`` and write <release>.json."""
     info = json.loads(subprocess.run(
@@ -222,8 +233,8 @@ def collect(python: Path, release: str, out_dir: Path = CORPUS) -> Path:
             # would hold a pipe open, and the collector would wait for it after the runner itself has ended.
             with open(Path(tmp, "stderr.txt"), "w+", encoding="utf-8") as log:
                 proc = subprocess.run(
-                    [str(python), str(Path(__file__).resolve()), "--run", "--skip", ",".join(sorted(done)),
-                     "--out", str(lines)],
+                    [*_private_shm(), str(python), str(Path(__file__).resolve()), "--run",
+                     "--skip", ",".join(sorted(done)), "--out", str(lines)],
                     cwd=tmp, stdout=log, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S,
                     env={**os.environ, "PYTHONPATH": "", "OMP_NUM_THREADS": "1"},
                 )

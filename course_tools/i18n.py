@@ -303,7 +303,27 @@ def torchdoctor_template() -> polib.POFile:
     for name in ("chapter", *COLUMNS, *CHECKED_ON.values()):
         pot.append(polib.POEntry(msgctxt=CHEATSHEET, msgid=name, comment="a column name or a 'checked on' value of "
                                  "the cheat sheet and the chapters' summary tables"))
+    pot.extend(quiz_entries())
     return pot
+
+
+def quiz_entries() -> list[polib.POEntry]:
+    """torchdoctor.quiz's verdict lines, then every question's staged hints, answer and misconceptions
+    (torchdoctor/hints/<notebook>.toml; context ``quiz/<notebook>/<question>/<field>``)."""
+    from torchdoctor import hints, quiz
+
+    frame = ("NOT_ANSWERED", "CORRECT", "NOT_YET", "NOT_YET_GIVEN", "HINT", "STUCK", "ANSWER", "RUN_CHECK_FIRST")
+    entries = [polib.POEntry(msgctxt=quiz.CONTEXT, msgid=getattr(quiz, name), flags=["python-brace-format"],
+                             comment="a verdict of a check-yourself question (torchdoctor.quiz)") for name in frame]
+    for notebook in hints.notebooks():
+        for question in hints.load(notebook).values():
+            texts = [(name, question.context(name), getattr(question, name)) for name in hints.TEXTS]
+            texts += [(f"misconception {key}", question.context(f"misconceptions/{key}"), text)
+                      for key, text in question.misconceptions.items()]
+            entries += [polib.POEntry(msgctxt=context, msgid=text, flags=["python-brace-format"],
+                                      comment=f"{notebook} {question.name}: {label}")
+                        for label, context, text in texts if text]
+    return entries
 
 
 def update_torchdoctor(catalogue: Path = TORCHDOCTOR_PO) -> polib.POFile:

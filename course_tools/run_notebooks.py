@@ -26,6 +26,7 @@ import nbformat
 from course_tools.notebook_check import check_executed, fill_reference_answers, skip_for_device
 from course_tools.progress_text import progress_bars_as_text
 from torchdoctor.manifest import load_manifest
+from torchdoctor.quiz import STRICT
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "build" / "notebooks"
@@ -105,6 +106,7 @@ def run_one(path: Path, parameters: dict, build: Path = BUILD, starter: bool | N
     fill_reference_answers(nb)
     starter = is_starter(path) if starter is None else starter
     problems: list[str] = []
+    os.environ[STRICT] = "1"   # the kernel inherits it: a check that rejects the reference answer raises
     try:
         papermill.execute_notebook(
             nb,

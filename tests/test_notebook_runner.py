@@ -197,16 +197,22 @@ def answer_cell(placeholder, reference):
     return new_code_cell(placeholder, metadata={"torchdoctor": {"answer": reference}})
 
 
-QUESTION = "from torchdoctor.quiz import check_answer\nq1 = None  # your answer"
-CHECK = new_code_cell('check_answer("Q1", q1, expected=torch.nn.Linear(20, 3).weight.shape[0])')
+HINTS = '[Q1]\nnudge = "count the rows of the weight"\nnarrower = "out_features"\nanswer = "{expected}"\n'
+
+
+def quiz_cells(tmp_path, reference):
+    (tmp_path / "quiz.toml").write_text(HINTS)
+    setup = f"from torchdoctor.quiz import check_answer, load_hints\nload_hints('quiz', {str(tmp_path)!r})"
+    question = "q1 = None  # your answer"
+    check = new_code_cell('check_answer("Q1", q1, expected=torch.nn.Linear(20, 3).weight.shape[0])')
+    first = answer_cell(question, reference) if reference is not None else new_code_cell(question)
+    return new_code_cell(setup), first, check
 
 
 def test_reference_answers_are_filled_in_and_checked(tmp_path):
-    right = write(tmp_path, "right.ipynb", answer_cell(QUESTION, "from torchdoctor.quiz import check_answer\nq1 = 3"),
-                  CHECK)
-    wrong = write(tmp_path, "wrong.ipynb", answer_cell(QUESTION, "from torchdoctor.quiz import check_answer\nq1 = 4"),
-                  CHECK)
-    missing = write(tmp_path, "missing.ipynb", new_code_cell(QUESTION), CHECK)
+    right = write(tmp_path, "right.ipynb", *quiz_cells(tmp_path, "q1 = 3"))
+    wrong = write(tmp_path, "wrong.ipynb", *quiz_cells(tmp_path, "q1 = 4"))
+    missing = write(tmp_path, "missing.ipynb", *quiz_cells(tmp_path, None))
     build = tmp_path / "build"
 
     assert run_one(right, PARAMETERS, build).problems == []

@@ -19,7 +19,7 @@ from torchdoctor.memory import (
     peak_memory,
     step_memory_breakdown,
 )
-from torchdoctor.quiz import answered, check_answer
+from torchdoctor.quiz import answered, check_answer, checking, load_hints, reveal
 from torchdoctor.raised import track as _track_raised
 from torchdoctor.shapes import expect_shape, shape_table
 
@@ -36,6 +36,7 @@ __all__ = [
     "by_chapter",
     "chapter_title",
     "check_answer",
+    "checking",
     "estimate_step_peak",
     "expect_shape",
     "explain",
@@ -44,12 +45,14 @@ __all__ = [
     "get_entry",
     "global_grad_norm",
     "grad_norms",
+    "load_hints",
     "load_ipython_extension",
     "measure_memory",
     "memory_budget",
     "oom_numbers",
     "peak_memory",
     "pick_device",
+    "reveal",
     "seed_everything",
     "shape_table",
     "step_memory_breakdown",

@@ -87,7 +87,8 @@ def check_answer(question: str, given, expected, *, tol: float = 1e-6, wrong: Ma
 
     Numbers compare within ``tol`` (relative and absolute), strings without regard to case and surrounding
     spaces, tensors and ``torch.Size`` by their values, sets as sets, lists and tuples element by element.
-    ``wrong`` maps the names of the question's misconceptions to the wrong answer each one gives; ``fields`` fill
+    ``wrong`` maps the names of the question's misconceptions to the wrong answer each one gives (or to a test of
+    the given answer, ``lambda given: ...``, where a misconception gives several); ``fields`` fill
     in the hint file's ``correct`` and ``answer`` texts, with ``expected``. ``hint``: the one hint of a chapter not
     yet moved to a hint file (while the chapters move, issue 33).
     """
@@ -103,8 +104,18 @@ def check_answer(question: str, given, expected, *, tol: float = 1e-6, wrong: Ma
     if _chapter is None:
         _verdict(verdict + (" " + _say(HINT, hint=hint) if hint else ""))
         return
-    mistake = next((name for name, value in (wrong or {}).items() if answers_match(given, value, tol)), None)
+    mistake = next((name for name, value in (wrong or {}).items() if _gives(value, given, tol)), None)
     _wrong(question, mistake, verdict)
+
+
+def _gives(wrong, given, tol: float) -> bool:
+    """Whether ``given`` is the wrong answer ``wrong`` (a value, or a test that may not expect the given type)."""
+    if not callable(wrong):
+        return answers_match(given, wrong, tol)
+    try:
+        return bool(wrong(given))
+    except Exception:
+        return False
 
 
 class checking:  # noqa: N801 (used as a statement: ``with checking("Q2") as check:``)

@@ -13,6 +13,7 @@ nudge = "count the in-place operations"
 narrower = "each in-place operation adds one to the version"
 answer = "{expected}: one per in-place operation"
 correct = "the version counts in-place operations"
+keywords = ["in-place"]
 
 [Q1.misconceptions]
 off-by-one = "that counts the creation as a change too"
@@ -21,6 +22,7 @@ off-by-one = "that counts the creation as a change too"
 nudge = "look at the mean of each column"
 narrower = "dim=0 runs down the columns"
 answer = "standardise over dim=0"
+keywords = ["dim=0"]
 
 [Q2.misconceptions]
 rows = "that gives one value per row ({rows}), not per column"
@@ -90,7 +92,7 @@ def test_a_question_without_hints_is_an_authors_error(hinted):
 
 def test_a_hint_file_without_stages_is_refused(tmp_path):
     (tmp_path / "bad.toml").write_text('[Q1]\nnudge = "x"\nanswer = "y"\nhint = "z"\n')
-    with pytest.raises(ValueError, match=r"\[Q1\]: missing narrower; unknown keys hint"):
+    with pytest.raises(ValueError, match=r"\[Q1\]: missing narrower, keywords; unknown keys hint"):
         load_hints("bad", tmp_path)
 
 

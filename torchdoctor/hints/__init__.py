@@ -8,6 +8,7 @@ Each question is a table::
     answer = "the answer, shown only by reveal('Q3'); may use {expected}"   # and the check's other fields
     correct = "what a right answer shows (optional); may use the check's fields"
     keywords = ["no_grad", "detach"]   # the answer's key words: no nudge, narrower hint or misconception has them
+                                       # ([] where the answer is a value the check computes: the runner audits it)
 
     [Q3.misconceptions]   # the likely wrong answers, by the names the check cell gives them
     mean-of-means = "what that wrong answer is: the misconception behind it, not the answer"
@@ -73,6 +74,7 @@ def load(notebook: str, folder: Path = FOLDER) -> dict[str, Question]:
     questions = {}
     for name, table in tables.items():
         missing = [key for key in ("nudge", "narrower", "answer") if not table.get(key)]
+        missing += [] if "keywords" in table else ["keywords"]
         unknown = set(table) - {*TEXTS, "keywords", "misconceptions"}
         if missing or unknown:
             raise ValueError(f"{path.name} [{name}]: " + "; ".join(

@@ -1,0 +1,132 @@
+"""Every section of every chapter ends with something the learner does, checked in the notebook (issue 33).
+
+A section is a ``## `` heading of a chapter and what follows it up to the next one. It is closed by a learner
+action when one of its code cells asks a check-yourself question (``check_answer``, ``checking`` or ``answered``
+with a question id; a prediction, a finding or a repair), is an answer cell (metadata ``torchdoctor.answer``), or
+hands the learner's diagnosis or fix of a bug clinic case to ``case.check_diagnosis`` / ``case.check_fix``.
+A chapter's "Summary" recaps and is not a section of its own; the cheat sheet is a reference page, not a chapter.
+``python -m pytest tests/test_section_actions.py -s`` prints each section with the question that closes it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CHAPTERS = sorted(p for p in (REPO / "course").glob("*.ipynb") if p.stem != "cheatsheet")
+ASKED = re.compile(r"\b(?:check_answer|checking|answered)\(\s*[\"'](Q\d+)[\"']|\.(check_fix|check_diagnosis)\(")
+HEADING = re.compile(r"^##\s+(.+)$", re.M)
+RECAP = re.compile(r"^(\d+\.\s*)?Summary$")
+
+# Sections that do not yet end with a learner action (issue 33 adds one to each, then removes it from here).
+NOT_YET: dict[str, set[str]] = {
+    "00_method": {
+        "2. Reading a traceback",
+        "3. `print` and `assert`",
+        "4. Debuggers: post-mortem, `%debug` and `breakpoint()`",
+        "5. The minimal reproducible example",
+        "6. `torch.autograd.detect_anomaly`",
+        "7. Hooks",
+        "8. Logging a run with TensorBoard",
+        "9. A tour of `torchdoctor`",
+        "What older tutorials get wrong",
+    },
+    "01_dimensions": {
+        "1. `mat1 and mat2 shapes cannot be multiplied`",
+        "2. A convolution gets the wrong number of channels",
+        "3. How many features come out of the conv layers?",
+        "4. `view` vs `reshape`",
+        "5. A class index or a token id that is too large",
+        "6. Silent broadcasting: `(N, 1)` vs `(N,)` in `MSELoss`",
+        "7. `squeeze()` and a last batch of one sample",
+        "Check yourself",
+        "What older tutorials get wrong",
+    },
+    "02_gradients": {
+        "2. `backward()` on a non-scalar",
+        "3. Backward twice, and why `retain_graph=True` is the wrong fix",
+        "4. An in-place change of a tensor saved for backward",
+        "5. A leaf that requires grad, changed in place",
+        "6. `zero_grad`: gradients add up",
+        "7. Exploding gradients",
+        "8. Vanishing gradients",
+        "9. NaN hunting",
+        "What older tutorials get wrong",
+    },
+    "03_memory": {
+        "Check yourself",
+    },
+    "04_dtype_device": {
+        "What older tutorials get wrong",
+    },
+    "05_checkpoints": {
+        "What older tutorials get wrong",
+    },
+    "06_data_loading": {
+        "1. `Dataset` and `DataLoader` from the ground up",
+        "2. Collate errors",
+        "3. A corrupted file",
+        "4. Workers in notebooks: spawn and forkserver",
+        "5. The limits of workers: `/dev/shm`, open files, signals",
+        "6. `EOFError: Ran out of input`: empty and truncated files",
+        "7. `persistent_workers` and `pin_memory`",
+        "8. Seeding workers: the duplicate-augmentation bug",
+        "9. How many workers?",
+        "10. `IterableDataset`: every worker reads the whole stream",
+        "11. Memory that grows in the workers: copy-on-read",
+        "12. CUDA in a forked worker",
+        "What older tutorials get wrong",
+    },
+    "07_convergence": {
+        "What older tutorials get wrong",
+    },
+    "08_accuracy": {
+        "1. A correct baseline",
+        "2. Chance-level accuracy",
+        "What older tutorials get wrong",
+    },
+    "09_multi_gpu": {
+        "1. DDP from the ground up",
+        "3. `device_ids` for a CPU module",
+        "4. Parameters that receive no gradient",
+        "7. `SyncBatchNorm`",
+        "8. Hangs: one rank skips a collective",
+        "10. One GPU per process, and looking inside a real hang",
+        "What older tutorials get wrong",
+    },
+    "bug_clinic": {
+        "6. Share a case by its code",
+    },
+}
+
+
+def sections(path: Path) -> list[tuple[str, list[str]]]:
+    """(heading, the questions its code cells ask or answer) for each ``## `` section of the notebook."""
+    found: list[tuple[str, list[str]]] = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        heading = HEADING.match(cell.source) if cell.cell_type == "markdown" else None
+        if heading:
+            found.append((heading.group(1).strip(), []))
+        elif found and cell.cell_type == "code":
+            asked = ["".join(groups) for groups in ASKED.findall(cell.source)]
+            answer = cell.get("metadata", {}).get("torchdoctor", {}).get("answer") is not None
+            found[-1][1].extend(asked or (["answer cell"] if answer else []))
+    return [(heading, asked) for heading, asked in found if not RECAP.match(heading)]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_section_ends_with_a_learner_action(path):
+    listed = NOT_YET.get(path.stem, set())
+    table = sections(path)
+    print(f"\n{path.name}")
+    for heading, asked in table:
+        print(f"  {heading[:70]:<72} {', '.join(dict.fromkeys(asked)) or '(none yet)'}")
+    open_sections = {heading for heading, asked in table if not asked}
+    unknown = sorted(open_sections - listed)
+    closed = sorted(listed - open_sections)
+    assert not unknown, f"{path.name}: these sections end without a learner action: {unknown}"
+    assert not closed, f"{path.name}: now closed by a question, remove them from NOT_YET: {closed}"

@@ -464,6 +464,8 @@ _PLACEHOLDER = re.compile(r"\{[A-Za-z_]\w*\}")
 # A number not glued to an ASCII word (the 32 of 10x32 is part of a token): Chinese text puts digits right after a
 # character (第2章), so only ASCII counts as glue.
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:[.,]\d+)*")
+# 第 3 章 for chapter 03: a leading zero is not part of the number.
+_LEADING_ZEROS = re.compile(r"^0+(?=\d)")
 
 
 def _html_tags(markdown: str) -> list[str]:
@@ -484,7 +486,7 @@ def _verbatim(text: str) -> dict[str, list[str]]:
     rest = _REQUIREMENT.sub(" ", rest)
     placeholders = sorted(_PLACEHOLDER.findall(rest))
     rest = _PLACEHOLDER.sub(" ", rest)
-    numbers = sorted(n.replace(",", "") for n in _NUMBER.findall(rest))
+    numbers = sorted(_LEADING_ZEROS.sub("", n.replace(",", "")) for n in _NUMBER.findall(rest))
     return {"code spans": spans, "math": math, "URLs and link targets": urls, "requirement ids": requirements,
             "placeholders": placeholders, "numbers": numbers}
 
@@ -508,26 +510,43 @@ class Term:
     english: tuple[str, ...]
     chinese: tuple[str, ...]
     note: str = ""
+    rejected: tuple[str, ...] = ()
 
 
 def load_glossary(path: Path = GLOSSARY) -> list[Term]:
-    """The glossary: a TSV with a header line, `english<TAB>chinese<TAB>note`; alternatives separated by `/`."""
+    """The glossary: a TSV with a header line, `english<TAB>chinese<TAB>rejected<TAB>note`. English alternatives
+    are separated by `/`; the Chinese is one preferred form (one per sense where a term has two, as memory has:
+    内存 for the host's, 显存 for the GPU's); `rejected` lists, separated by `/`, the other translations, which the
+    check refuses where the English has the term."""
     terms = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()[1:], start=2):
         if not line.strip() or line.startswith("#"):
             continue
-        cols = line.split("\t")
-        if len(cols) < 2:
-            raise ValueError(f"{path}:{number}: expected `english<TAB>chinese<TAB>note`")
-        english = tuple(t.strip() for t in cols[0].split("/") if t.strip())
-        chinese = tuple(t.strip() for t in cols[1].split("/") if t.strip())
-        terms.append(Term(english, chinese, cols[2].strip() if len(cols) > 2 else ""))
+        cols = line.split("\t") + ["", ""]
+        if not cols[1].strip():
+            raise ValueError(f"{path}:{number}: expected `english<TAB>chinese<TAB>rejected<TAB>note`")
+        english, chinese, rejected = (tuple(t.strip() for t in c.split("/") if t.strip()) for c in cols[:3])
+        if set(chinese) & set(rejected):
+            raise ValueError(f"{path}:{number}: {sorted(set(chinese) & set(rejected))} is preferred and rejected")
+        terms.append(Term(english, chinese, cols[3].strip(), rejected))
     return terms
 
 
 def _term_pattern(term: str) -> re.Pattern:
     words = r"\s+".join(re.escape(w) for w in term.split())
     return re.compile(rf"(?<![\w-]){words}(?:s|es)?(?![\w-])", re.IGNORECASE)
+
+
+def _chinese_pattern(form: str) -> re.Pattern:
+    """A form in the Chinese text: a Chinese one as it is, a Latin one (stride, notebook) as a whole word in any
+    case, plural too; Python counts Chinese characters as word characters, so the word boundaries are ASCII."""
+    if not form.isascii():
+        return re.compile(re.escape(form))
+    return re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(form)}(?:s|es)?(?![A-Za-z0-9_-])", re.IGNORECASE)
+
+
+# Chinese prose numbers chapters without a leading zero: 第 1 章 where the English says chapter 01.
+_CHAPTER_WITH_ZERO = re.compile(r"第\s*0\d+\s*章")
 
 
 GLOSSARY_OK = "glossary-ok:"
@@ -552,9 +571,12 @@ def glossary_exemptions(tcomment: str) -> tuple[set[str], list[str]]:
 
 
 def glossary_problems(msgid: str, msgstr: str, glossary: list[Term], exempt: set[str] = frozenset()) -> list[str]:
-    """Each glossary term of the English (outside code, math and URLs) whose Chinese term the translation lacks,
-    except the English terms in ``exempt`` (``glossary_exemptions``)."""
-    prose = _URL.sub(" ", _MATH.sub(" ", _CODE_SPAN.sub(" ", msgid)))
+    """Each glossary term of the English (outside code, math, URLs and placeholders) whose preferred Chinese the
+    translation lacks or whose rejected forms it uses, except the English terms in ``exempt``
+    (``glossary_exemptions``); and a chapter number written with a leading zero."""
+    prose = _PLACEHOLDER.sub(" ", _URL.sub(" ", _MATH.sub(" ", _CODE_SPAN.sub(" ", msgid))))
+    chinese = _PLACEHOLDER.sub(" ", _URL.sub(" ", _MATH.sub(" ", _CODE_SPAN.sub(" ", msgstr))))
+    preferred = {form for term in glossary for form in term.chinese}
     problems = []
     # Longer terms first, each blanked once found, so "GPU memory" is not also checked as "memory".
     for term in sorted(glossary, key=lambda t: -max(len(e) for e in t.english)):
@@ -562,9 +584,26 @@ def glossary_problems(msgid: str, msgstr: str, glossary: list[Term], exempt: set
         for english in term.english:
             prose, count = _term_pattern(english).subn(" ", prose)
             found = found or (count > 0 and english.lower() not in exempt)
-        if found and not any(c in msgstr for c in term.chinese):
+        if not found:
+            continue
+        if not any(_chinese_pattern(c).search(msgstr) for c in term.chinese):
             problems.append(f"glossary: '{'/'.join(term.english)}' is translated as "
                             f"'{'/'.join(term.chinese)}' (not found in the translation)")
+        # The English in brackets after the preferred form is a gloss, not a translation: 步幅（stride）.
+        glossed = chinese
+        for form in term.chinese:
+            glossed = re.sub(rf"{re.escape(form)}\s*[（(][^（()）]*[）)]", form, glossed)
+        for form in term.rejected:
+            # Another term's preferred form that contains this one is that term (笔记本电脑, laptop, is not 笔记本).
+            text = glossed
+            for other in sorted((p for p in preferred if form in p and p != form), key=len, reverse=True):
+                text = text.replace(other, " ")
+            if _chinese_pattern(form).search(text):
+                problems.append(f"glossary: '{'/'.join(term.english)}' is translated as "
+                                f"'{'/'.join(term.chinese)}', not '{form}'")
+    for match in _CHAPTER_WITH_ZERO.finditer(chinese):
+        problems.append(f"glossary: '{match.group()}': a chapter number takes no leading zero in Chinese "
+                        f"(第 1 章, not 第 01 章)")
     return problems
 
 

@@ -173,6 +173,7 @@ def test_numbers_and_code_are_compared_as_tokens_whatever_the_chinese_around_the
     assert i18n.verbatim_problems("See chapter 2: (4x20 and 10x32), 1,000 steps.",
                                   "见第2章：(4x20 and 10x32)，1000 步。") == []
     assert i18n.verbatim_problems("the 3rd of `x[0]`", "`x[0]` 的第 3 个") == []
+    assert i18n.verbatim_problems("chapter 03", "第 3 章") == [], "a leading zero is not part of the number"
     assert i18n.verbatim_problems("lr 0.1", "学习率 0.01") == ["numbers differ from the English: missing ['0.1']; "
                                                              "not in the English ['0.01']"]
 
@@ -204,6 +205,68 @@ def test_the_course_glossary_parses_and_has_the_issues_terms():
                              ("weight", "权重"), ("parameter", "参数"), ("dtype", "数据类型"), ("device", "设备"),
                              ("mixed precision", "混合精度"), ("overfitting", "过拟合"), ("convergence", "收敛")]:
         assert chinese in terms[english], english
+
+
+# Issue 37 item 4: one preferred form per term. Each variant the issue found in the Chinese text, in a sentence
+# whose English has the term, and the preferred form in the same sentence.
+VARIANTS = [
+    ("What older tutorials get wrong", "旧教程的常见错误", "旧教程错在哪里"),
+    ("What older tutorials get wrong", "较早的教程错在哪里", "旧教程错在哪里"),
+    ("What older tutorials get wrong", "旧教程的错误之处", "旧教程错在哪里"),
+    ("Then a box on what older tutorials get wrong.", "然后是一个旧教程常见错误的专栏。",
+     "然后是一个“旧教程错在哪里”专栏。"),
+    ("Check yourself", "自我检测", "自测"),
+    ("The grader checks it on other inputs.", "评分器会在其他输入上检查它。", "评分程序会在其他输入上检查它。"),
+    ("Run this notebook.", "运行这个笔记本。", "运行这个 notebook。"),
+    ("Run the notebook on a laptop.", "在笔记本电脑上运行这个笔记本。", "在笔记本电脑上运行这个 notebook。"),
+    ("It says CUDA out of memory.", "它报告 CUDA 显存不足。", "它报告 CUDA 显存溢出。"),
+    ("Anatomy of the out-of-memory message", "剖析显存不足的报错信息", "剖析显存溢出的报错信息"),
+    ("Use activation checkpointing.", "使用激活检查点。", "使用梯度检查点。"),
+    ("Use gradient checkpointing.", "使用激活检查点。", "使用梯度检查点。"),
+    ("Each dimension has a stride.", "每个维度都有一个步长。", "每个维度都有一个步幅。"),
+    ("Each dimension has a stride.", "每个维度都有一个 stride。", "每个维度都有一个步幅（stride）。"),
+    ("A strided convolution.", "一个带步长的卷积。", "一个带步幅的卷积。"),
+    ("See chapter 01, §3.", "见第 01 章，§3。", "见第 1 章，§3。"),
+    ("As chapter 7 teaches.", "正如第 07 章所教的。", "正如第 7 章所教的。"),
+]
+
+
+@pytest.mark.parametrize("english, variant, preferred", VARIANTS)
+def test_the_glossary_check_rejects_each_variant_the_issue_found(english, variant, preferred):
+    glossary = i18n.load_glossary()
+    rejected = i18n.glossary_problems(english, variant, glossary) + i18n.verbatim_problems(english, variant)
+    assert any(p.startswith("glossary:") for p in rejected), (english, variant)
+    assert i18n.glossary_problems(english, preferred, glossary) + i18n.verbatim_problems(english, preferred) == []
+
+
+def test_a_laptop_is_not_a_notebook_and_a_rejected_form_counts_only_where_the_english_has_the_term():
+    glossary = i18n.load_glossary()
+    assert i18n.glossary_problems("Most readers have a laptop.", "大多数读者用的是笔记本电脑。", glossary) == []
+    assert i18n.glossary_problems("On a laptop, run the notebook.", "在笔记本电脑上运行 notebook。", glossary) == []
+    assert i18n.glossary_problems("Most readers have a laptop.", "大多数读者用的是笔记本。", glossary) == [
+        "glossary: 'laptop' is translated as '笔记本电脑' (not found in the translation)"]
+    # 步长 is the size of a step: only where the English says stride is it the wrong word.
+    assert i18n.glossary_problems("The learning rate sets the step size.", "学习率决定步长。", glossary) == []
+    # A quoted PyTorch message keeps its English: the translator exempts the term for that entry.
+    quoted = "A pooling layer fails with *stride should not be zero*."
+    chinese = "池化层会报错 *stride should not be zero*。"
+    assert i18n.glossary_problems(quoted, chinese, glossary)
+    exempt, _ = i18n.glossary_exemptions("glossary-ok: stride: it is PyTorch's English message, quoted")
+    assert i18n.glossary_problems(quoted, chinese, glossary, exempt) == []
+
+
+def test_the_glossary_has_one_preferred_form_and_its_rejected_forms(tmp_path):
+    path = tmp_path / "glossary.tsv"
+    path.write_text("english\tchinese\trejected\tnote\ngrader\t评分程序\t评分器/判分器\tthe homework's grading\n"
+                    "tensor\t张量\n", encoding="utf-8")
+    grader = i18n.Term(("grader",), ("评分程序",), "the homework's grading", ("评分器", "判分器"))
+    assert i18n.load_glossary(path) == [grader, i18n.Term(("tensor",), ("张量",))]
+    path.write_text("english\tchinese\trejected\tnote\ngrader\t评分程序\t评分程序/评分器\t\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="preferred and rejected"):
+        i18n.load_glossary(path)
+    several = [t for t in i18n.load_glossary() if len(t.chinese) > 1]
+    assert {e for t in several for e in t.english} == {"memory", "out of memory", "out-of-memory"}, \
+        "only a term with two senses (host and GPU memory) has two Chinese forms"
 
 
 def test_structure_problems_catch_any_change_outside_markdown_text(project):

@@ -495,7 +495,7 @@ PAGE_TEXT = {
     "en": {"download": "Download this notebook", "homework": "Homework", "contents": "Contents",
            "planned": "planned", "executed": "Executed by the course's tests ({executed}); run it yourself in "
                                              "JupyterLab."},
-    CHINESE: {"download": "下载本笔记本", "homework": "作业", "contents": "目录", "planned": "计划中",
+    CHINESE: {"download": "下载本 notebook", "homework": "作业", "contents": "目录", "planned": "计划中",
               "executed": "由课程的测试执行（{executed}）：代码与英文版完全相同，输出即英文版运行的输出；"
                           "请在 JupyterLab 中自己运行它。"},
 }

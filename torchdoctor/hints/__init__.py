@@ -76,10 +76,13 @@ def load(notebook: str, folder: Path = FOLDER) -> dict[str, Question]:
         missing = [key for key in ("nudge", "narrower", "answer") if not table.get(key)]
         missing += [] if "keywords" in table else ["keywords"]
         unknown = set(table) - {*TEXTS, "keywords", "misconceptions"}
-        if missing or unknown:
+        not_text = [key for key, text in table.get("misconceptions", {}).items() if not isinstance(text, str)]
+        if missing or unknown or not_text:
             raise ValueError(f"{path.name} [{name}]: " + "; ".join(
                 ([f"missing {', '.join(missing)}"] if missing else []) +
-                ([f"unknown keys {', '.join(sorted(unknown))}"] if unknown else [])))
+                ([f"unknown keys {', '.join(sorted(unknown))}"] if unknown else []) +
+                ([f"misconceptions {', '.join(not_text)} are not one text each (quote a name with a dot: "
+                  f'"like-2.4" = "...")'] if not_text else [])))
         questions[name] = Question(notebook, name, table["nudge"], table["narrower"], table["answer"],
                                    table.get("correct", ""), tuple(table.get("keywords", ())),
                                    dict(table.get("misconceptions", {})))

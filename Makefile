@@ -202,3 +202,21 @@ message-corpus: setup
 
 clean:
 	rm -rf build
+
+# The offline GPU check (issue 38; docs/instructors.md "Checking the course on a GPU node"; course_tools/gpu_check.py).
+# `make wheelhouse PYTHON_VERSION=3.12`, where there is a network: the wheels the check needs beyond torch and
+# torchvision (every other pin of requirements.txt but the Chinese edition's Markdown extraction, with their
+# dependencies) for that CPython on manylinux x86_64, into WHEELHOUSE. `make test-gpu WHEELHOUSE=... PYTHON=...` on a GPU
+# node without network: GPU_ENV, a virtual environment over PYTHON's packages (its torch), gets the wheelhouse through
+# pip --no-index; then the notebooks with DEVICE=cuda, every test marked cuda and every catalog reproducer run there
+# (into build/gpu/), with a table per notebook and what the node's torch release words otherwise than the pinned one.
+# Without a usable CUDA device it says so and fails. Neither needs `make setup`.
+.PHONY: wheelhouse test-gpu
+WHEELHOUSE ?= build/wheelhouse
+PYTHON_VERSION ?= $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+GPU_ENV ?= build/gpu-env
+wheelhouse:
+	$(PYTHON) -m course_tools.gpu_check wheelhouse --python-version $(PYTHON_VERSION) --dest $(WHEELHOUSE)
+
+test-gpu:
+	$(PYTHON) -m course_tools.gpu_check install --wheelhouse $(WHEELHOUSE) --env $(GPU_ENV)

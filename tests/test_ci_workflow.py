@@ -2,7 +2,6 @@
 reproducers and the CUDA memory tests (which skip on CPU runners, so nothing else would notice them missing)."""
 
 import re
-import shlex
 import subprocess
 import sys
 
@@ -24,17 +23,22 @@ def test_the_gpu_job_never_runs_for_a_pull_request():
     assert "workflow_dispatch" in WORKFLOW[True]  # YAML reads the key `on` as True
 
 
-def test_the_gpu_job_selects_every_cuda_reproducer_and_the_cuda_memory_tests():
-    (command,) = [line for step in GPU["steps"] for line in step.get("run", "").replace("\\\n", " ").splitlines()
-                  if "pytest" in line]
-    args = shlex.split(command.split("|")[0])
-    args = args[args.index("pytest") + 1:]
-    collected = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q"], cwd=REPO,
-                               capture_output=True, text=True).stdout.splitlines()
-    reproducers = {m.group(1) for line in collected if (m := re.search(r"reproducer\w*\[(.+)\]$", line))}
+def test_the_gpu_job_selects_every_cuda_reproducer_and_the_cuda_tests():
+    """The job runs the check `make test-gpu` runs (course_tools/gpu_check.py); its `-m cuda` selects every test marked
+    cuda, so every CUDA reproducer, the CUDA memory test and the live two-ranks-on-one-GPU test (issue 38)."""
+    from course_tools.gpu_check import PYTEST_RUNS
+
+    runs = [step.get("run", "") for step in GPU["steps"]]
+    assert any(run.startswith(".venv/bin/python -m course_tools.gpu_check check") for run in runs)
+    assert PYTEST_RUNS["CUDA tests"] == ["tests", "-m", "cuda"]
+    collected = subprocess.run([sys.executable, "-m", "pytest", "tests/torchdoctor", "-m", "cuda", "--collect-only",
+                                "-q", "-p", "no:cacheprovider"], cwd=REPO, capture_output=True, text=True).stdout
+    reproducers = set(re.findall(r"reproducer\w*\[(.+)\]$", collected, re.M))
     cuda_entries = {e.id for e in CATALOG if e.needs == "cuda"}
-    assert cuda_entries and cuda_entries <= reproducers, f"not selected: {sorted(cuda_entries - reproducers)}"
-    assert any("test_memory.py::test_cuda" in line for line in collected), "the CUDA memory tests are not selected"
+    assert cuda_entries and cuda_entries == reproducers, f"not selected: {sorted(cuda_entries - reproducers)}"
+    for test in ("test_memory.py::test_cuda_accounting_and_real_budget", "::test_two_ranks_on_one_gpu_live",
+                 "::test_genuine_device_mismatches_raised_on_cuda_are_not_meta"):
+        assert test in collected, f"{test} is not selected"
 
 
 def test_the_cpu_job_uploads_the_browser_tests_screenshots_even_when_tests_fail():

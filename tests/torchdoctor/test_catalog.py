@@ -75,7 +75,8 @@ def test_example_message_matches_its_own_entry(entry):
     assert diagnosis is not None and diagnosis.id == entry.id
 
 
-@pytest.mark.parametrize("entry", CATALOG, ids=lambda e: e.id)
+@pytest.mark.parametrize("entry", [pytest.param(e, marks=[pytest.mark.cuda] if e.needs == "cuda" else [])
+                                   for e in CATALOG], ids=lambda e: e.id)
 def test_reproducer_raises_the_catalogued_error(entry):
     reason = skip_reason(entry)
     if reason:

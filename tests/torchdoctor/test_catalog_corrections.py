@@ -67,7 +67,7 @@ def test_genuine_device_mismatch_from_the_prims_device_check_is_not_meta(raised)
     assert explain(exc).id == "device-mismatch"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 def test_genuine_device_mismatches_raised_on_cuda_are_not_meta(raised):
     from torch._prims_common import check_same_device
 

@@ -198,7 +198,7 @@ def test_the_pinned_nccl_uses_the_new_wording():
     assert torch.cuda.nccl.version() >= (2, 28) if torch.cuda.is_available() else True
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 def test_two_ranks_on_one_gpu_live():
     err = _raised("ranks-share-gpu")
     assert type(err).__name__ == "DistBackendError"

@@ -113,7 +113,7 @@ def test_what_if_estimate_matches_a_real_step_without_allocating():
     assert all(p.grad is None for p in fresh.parameters())
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 def test_cuda_accounting_and_real_budget():
     model = small_cnn().cuda()
     x = torch.randn(64, 3, 32, 32, device="cuda")

@@ -43,7 +43,6 @@ NOT_YET: dict[str, set[str]] = {
         "5. A class index or a token id that is too large",
         "6. Silent broadcasting: `(N, 1)` vs `(N,)` in `MSELoss`",
         "7. `squeeze()` and a last batch of one sample",
-        "Check yourself",
         "What older tutorials get wrong",
     },
     "02_gradients": {

@@ -36,13 +36,6 @@ NOT_YET: dict[str, set[str]] = {
         "What older tutorials get wrong",
     },
     "01_dimensions": {
-        "1. `mat1 and mat2 shapes cannot be multiplied`",
-        "2. A convolution gets the wrong number of channels",
-        "3. How many features come out of the conv layers?",
-        "4. `view` vs `reshape`",
-        "5. A class index or a token id that is too large",
-        "6. Silent broadcasting: `(N, 1)` vs `(N,)` in `MSELoss`",
-        "7. `squeeze()` and a last batch of one sample",
         "What older tutorials get wrong",
     },
     "02_gradients": {

@@ -76,9 +76,15 @@ def _question(name: str) -> hints.Question:
 def answered(question: str, *given) -> bool:
     """True when every one of ``given`` holds an answer; otherwise print that ``question`` waits for one."""
     if any(value is marker for value in given for marker in UNANSWERED):
-        _verdict(_say(NOT_ANSWERED, question=question))
+        _verdict(_say(NOT_ANSWERED, question=question), strict=_is_quiz_question(question))
         return False
     return True
+
+
+def _is_quiz_question(question: str) -> bool:
+    """A question of the hint file, whose reference answer the runner fills in (the bug clinic's turns are not:
+    their answers depend on the case drawn)."""
+    return _chapter is not None and question in hints.load(*_chapter)
 
 
 def check_answer(question: str, given, expected, *, tol: float = 1e-6, wrong: Mapping | None = None,
@@ -201,9 +207,9 @@ def _audit(question: str, expected) -> None:
             raise QuizRejected(f"{question}: a hint before reveal() shows the answer {shown!r}: {text!r}")
 
 
-def _verdict(text: str) -> None:
+def _verdict(text: str, strict: bool = True) -> None:
     print(text)
-    if os.environ.get(STRICT):
+    if strict and os.environ.get(STRICT):
         raise QuizRejected(text)
 
 

@@ -78,6 +78,8 @@ def test_strict_mode_raises_on_a_rejected_answer(hinted, monkeypatch, capsys):
         check_answer("Q1", 4, expected=3)
     with pytest.raises(quiz.QuizRejected, match="not answered yet"):
         check_answer("Q1", None, expected=3)
+    # a learner's turn without hints (the bug clinic's cases, drawn at random) has no reference answer to fill in
+    assert quiz.answered("Turn 1, diagnosis", None) is False
 
 
 def test_reveal_before_the_check_ran_asks_for_it(hinted, capsys):

@@ -24,17 +24,6 @@ RECAP = re.compile(r"^(\d+\.\s*)?Summary$")
 
 # Sections that do not yet end with a learner action (issue 33 adds one to each, then removes it from here).
 NOT_YET: dict[str, set[str]] = {
-    "00_method": {
-        "2. Reading a traceback",
-        "3. `print` and `assert`",
-        "4. Debuggers: post-mortem, `%debug` and `breakpoint()`",
-        "5. The minimal reproducible example",
-        "6. `torch.autograd.detect_anomaly`",
-        "7. Hooks",
-        "8. Logging a run with TensorBoard",
-        "9. A tour of `torchdoctor`",
-        "What older tutorials get wrong",
-    },
     "01_dimensions": {
         "What older tutorials get wrong",
     },

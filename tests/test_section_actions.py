@@ -65,11 +65,6 @@ NOT_YET: dict[str, set[str]] = {
     "07_convergence": {
         "What older tutorials get wrong",
     },
-    "08_accuracy": {
-        "1. A correct baseline",
-        "2. Chance-level accuracy",
-        "What older tutorials get wrong",
-    },
     "09_multi_gpu": {
         "1. DDP from the ground up",
         "3. `device_ids` for a CPU module",

@@ -24,9 +24,6 @@ RECAP = re.compile(r"^(\d+\.\s*)?Summary$")
 
 # Sections that do not yet end with a learner action (issue 33 adds one to each, then removes it from here).
 NOT_YET: dict[str, set[str]] = {
-    "01_dimensions": {
-        "What older tutorials get wrong",
-    },
     "02_gradients": {
         "2. `backward()` on a non-scalar",
         "3. Backward twice, and why `retain_graph=True` is the wrong fix",

@@ -270,6 +270,7 @@ def torchdoctor_template() -> polib.POFile:
     """The untranslated catalogue of the gettext domain ``torchdoctor``: each catalog entry's title, cause, general
     fix and (where it is one template) specific fix, with ``<entry id>/<field>`` as context, then the layouts of a
     printed diagnosis."""
+    from course_tools.i18n_library import library_entries
     from torchdoctor.__main__ import NO_TEXT, NOT_FOUND
     from torchdoctor.catalog import CATALOG
     from torchdoctor.catalog._entry import CHECKED_ON
@@ -304,6 +305,7 @@ def torchdoctor_template() -> polib.POFile:
         pot.append(polib.POEntry(msgctxt=CHEATSHEET, msgid=name, comment="a column name or a 'checked on' value of "
                                  "the cheat sheet and the chapters' summary tables"))
     pot.extend(quiz_entries())
+    pot.extend(library_entries())  # the rest of what the library prints, and the chapters' titles
     return pot
 
 
@@ -369,9 +371,11 @@ def translate_markdown(source: str, translations: dict[str, str]) -> str:
 
 
 def build_notebook(notebook: str, pofile: polib.POFile, root: Path = REPO) -> nbformat.NotebookNode:
-    """The Chinese notebook: the English one with its markdown cells' source translated, nothing else changed."""
+    """The Chinese notebook: the English one with its markdown cells' source translated and its language in the
+    metadata (``torchdoctor.language``: torchdoctor speaks it in this notebook's kernel), nothing else changed."""
     english = nbformat.read(root / notebook, as_version=4)
     chinese = copy.deepcopy(english)
+    chinese.metadata.setdefault("torchdoctor", {})["language"] = LANGUAGE
     table = _translations(pofile)
     for cell in chinese.cells:
         if cell.cell_type == "markdown" and cell.id in table:
@@ -420,10 +424,22 @@ def run(chosen: list[str], device: str = "cpu", seed: int = 0, full: bool = Fals
 # Checks
 
 
+def without_language(metadata: dict) -> dict:
+    """A notebook's metadata without the language the Chinese build adds."""
+    metadata = copy.deepcopy(dict(metadata))
+    mine = metadata.get("torchdoctor", {})
+    mine.pop("language", None)
+    if not mine:
+        metadata.pop("torchdoctor", None)
+    return metadata
+
+
 def structure_problems(english: nbformat.NotebookNode, chinese: nbformat.NotebookNode) -> list[str]:
     """How a Chinese notebook differs from its English one other than in markdown cells' source."""
     problems = []
-    if chinese.get("metadata") != english.get("metadata"):
+    if chinese.get("metadata", {}).get("torchdoctor", {}).get("language") != LANGUAGE:
+        problems.append(f"the notebook metadata does not give torchdoctor.language = {LANGUAGE!r}")
+    if without_language(chinese.get("metadata", {})) != english.get("metadata"):
         problems.append("the notebook metadata differs from the English")
     if (chinese.get("nbformat"), chinese.get("nbformat_minor")) != (english.get("nbformat"),
                                                                     english.get("nbformat_minor")):

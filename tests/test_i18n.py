@@ -127,7 +127,8 @@ def test_a_complete_translation_passes_and_builds_a_notebook_that_differs_only_i
     english = nbformat.read(root / notebook, as_version=4)
     chinese = i18n.build_notebook(notebook, i18n.load(catalogue), root)
     assert [c.id for c in chinese.cells] == [c.id for c in english.cells]
-    assert chinese.cells[1] == english.cells[1] and chinese.metadata == english.metadata
+    assert chinese.cells[1] == english.cells[1] and i18n.without_language(chinese.metadata) == english.metadata
+    assert chinese.metadata["torchdoctor"]["language"] == "zh_CN"  # torchdoctor speaks Chinese in its kernel
     assert chinese.cells[0].source.startswith("# 第 9 章 — 形状\n\n张量有形状。")
     assert "- 第一种，20 个特征" in chinese.cells[2].source
     assert i18n.structure_problems(english, chinese) == []
@@ -275,6 +276,7 @@ def test_structure_problems_catch_any_change_outside_markdown_text(project):
 
     def changed(edit):
         chinese = copy.deepcopy(english)
+        chinese.metadata["torchdoctor"] = {"language": "zh_CN"}  # as i18n.build_notebook writes it
         edit(chinese)
         return " ".join(i18n.structure_problems(english, chinese))
 
@@ -286,6 +288,7 @@ def test_structure_problems_catch_any_change_outside_markdown_text(project):
     assert "in id, type or order" in changed(lambda nb: setattr(nb.cells[0], "id", "other"))
     assert "2 cells instead of the English 3" in changed(lambda nb: nb.cells.pop())
     assert "markdown cell intro: metadata" in changed(lambda nb: nb.cells[0].metadata.update(x=1))
+    assert "torchdoctor.language" in changed(lambda nb: nb.metadata.pop("torchdoctor"))
     assert "notebook metadata" in changed(lambda nb: nb.metadata.update(language_info={"name": "python"}))
     assert "code blocks differ" in changed(lambda nb: setattr(nb.cells[2], "source", "```python\nx\n```"))
     assert changed(lambda nb: setattr(nb.cells[0], "source", "# 第 9 章")) == ""
@@ -297,7 +300,9 @@ def test_every_course_notebook_translated_in_full_keeps_its_structure_and_every_
     every translated paragraph appears in it (mdpo renders each cell again, so this is what could go wrong)."""
     pofile = i18n.merge(None, i18n.template(notebook))
     english = nbformat.read(REPO / notebook, as_version=4)
-    assert i18n.build_notebook(notebook, pofile) == english, "untranslated, the Chinese notebook is the English one"
+    untranslated = i18n.build_notebook(notebook, pofile)
+    untranslated.metadata = i18n.without_language(untranslated.metadata)
+    assert untranslated == english, "untranslated, the Chinese notebook is the English one but for its language"
     for entry in pofile:
         entry.msgstr = entry.msgstr or f"译文：{entry.msgid}"
     chinese = i18n.build_notebook(notebook, pofile)

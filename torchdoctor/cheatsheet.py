@@ -14,11 +14,12 @@ from pathlib import Path
 from torchdoctor.catalog import CATALOG, CHAPTERS, ErrorEntry, by_chapter, chapter_title, get_entry
 from torchdoctor.catalog._entry import CHECKED_ON
 from torchdoctor.explain import explain
-from torchdoctor.explain_i18n import CHEATSHEET, text, translate
+from torchdoctor.explain_i18n import CHEATSHEET, chapter_label, text, translate, translator
 from torchdoctor.raised import raised_message
 
 # The table's columns (translated like the catalog's texts: torchdoctor/explain_i18n.py).
 COLUMNS = ("message", "error", "cause", "fix", "checked on")
+tr = translator(CHEATSHEET)  # captions, labels and the text layout
 
 __all__ = ["CatalogTable", "chapter_summary", "cheatsheet_table", "checked_on_counts", "declared_error_ids",
            "interactive_cheatsheet"]
@@ -66,7 +67,7 @@ class CatalogTable:
             cells[-5] = _code(columns[-5])
             lines.append("| " + " | ".join(cells) + " |")
         if not self.entries:
-            lines.append("| " + " | ".join(["no matching error"] + [""] * (len(self._header()) - 1)) + " |")
+            lines.append("| " + " | ".join([tr("no matching error")] + [""] * (len(self._header()) - 1)) + " |")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -76,17 +77,19 @@ class CatalogTable:
             cells = [html.escape(c) for c in self._columns(e)]
             cells[-5] = f"<code>{cells[-5]}</code>"
             rows.append("<tr>" + "".join(f'<td style="text-align:left">{c}</td>' for c in cells) + "</tr>")
-        body = "".join(rows) or f'<tr><td colspan="{len(self._header())}">no matching error</td></tr>'
+        empty = html.escape(tr("no matching error"))
+        body = "".join(rows) or f'<tr><td colspan="{len(self._header())}">{empty}</td></tr>'
         return f"<table><caption>{html.escape(self.caption)}</caption><tr>{head}</tr>{body}</table>"
 
     def __str__(self) -> str:
         blocks = [self.caption]
         for e in self.entries:
             title, cause, fix = translate(e, {})
-            blocks.append(
-                f"[{e.chapter}] {title} ({e.id})\n  message: {self._message(e)}\n"
-                f"  cause: {cause}\n  fix: {fix}\n  checked on: {text(CHEATSHEET, e.checked_on)}"
-            )
+            blocks.append(tr(
+                "[{chapter}] {title} ({id})\n  message: {message}\n  cause: {cause}\n  fix: {fix}\n"
+                "  checked on: {checked_on}", chapter=e.chapter, title=title, id=e.id, message=self._message(e),
+                cause=cause, fix=fix, checked_on=text(CHEATSHEET, e.checked_on),
+            ))
         return "\n\n".join(blocks)
 
     def __repr__(self) -> str:
@@ -103,7 +106,7 @@ def cheatsheet_table(chapter: str | None = None, search: str | None = None) -> C
     fix or id, or a pasted error message, which finds the entry ``explain`` would give.
     """
     entries = list(CATALOG) if chapter is None else by_chapter(chapter)
-    caption = "All errors" if chapter is None else chapter_title(chapter)
+    caption = tr("All errors") if chapter is None else chapter_title(chapter)
     if search and search.strip():
         words = search.lower().split()
         explained = explain(search)
@@ -113,8 +116,8 @@ def cheatsheet_table(chapter: str | None = None, search: str | None = None) -> C
             return all(w in haystack for w in words) or (explained is not None and explained.id == e.id)
 
         entries = [e for e in entries if hit(e)]
-        caption += f" matching {search.strip()!r}"
-    return CatalogTable(entries, f"{caption} ({len(entries)})")
+        caption = tr("{caption} matching {search}", caption=caption, search=repr(search.strip()))
+    return CatalogTable(entries, tr("{caption} ({count})", caption=caption, count=len(entries)))
 
 
 def checked_on_counts() -> dict[str, int]:
@@ -149,7 +152,8 @@ def chapter_summary(chapter: str) -> CatalogTable:
     entries = [get_entry(entry_id) for entry_id in declared_error_ids(notebook)]
     # The messages this session's cells raised (torchdoctor.raised), where there are; the catalog's sample elsewhere.
     messages = {e.id: m for e in entries if (m := raised_message(e.id)) is not None}
-    return CatalogTable(entries, f"Errors in this chapter: {info.label}", show_chapter=False, messages=messages)
+    caption = tr("Errors in this chapter: {chapter}", chapter=chapter_label(info.number, info.title))
+    return CatalogTable(entries, caption, show_chapter=False, messages=messages)
 
 
 def interactive_cheatsheet() -> object:
@@ -163,8 +167,8 @@ def interactive_cheatsheet() -> object:
     except ImportError:
         return cheatsheet_table()
 
-    chapter = widgets.Dropdown(options=[("all chapters", None), *[(t, c) for c, t in CHAPTERS.items()]])
-    search = widgets.Text(placeholder="search words or paste an error message", continuous_update=False)
+    chapter = widgets.Dropdown(options=[(tr("all chapters"), None), *[(t, c) for c, t in CHAPTERS.items()]])
+    search = widgets.Text(placeholder=tr("search words or paste an error message"), continuous_update=False)
     table = widgets.HTML()
 
     def refresh(_: object = None) -> None:

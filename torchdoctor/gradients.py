@@ -11,7 +11,11 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
+from torchdoctor.explain_i18n import english, translator
+
 __all__ = ["NonFiniteError", "NonFiniteReport", "grad_norms", "global_grad_norm", "find_nonfinite"]
+
+tr = translator("gradients")  # the report in the learner's language (torchdoctor/explain_i18n.py)
 
 
 def grad_norms(model: nn.Module, norm_type: float = 2.0) -> dict[str, float]:
@@ -43,7 +47,8 @@ def global_grad_norm(
 
 
 class NonFiniteError(RuntimeError):
-    """Raised by :func:`find_nonfinite` at the first module whose output holds NaN or Inf."""
+    """Raised by :func:`find_nonfinite` at the first module whose output holds NaN or Inf. Its message is the
+    report in English in every language, as PyTorch's messages are: explain() reads it."""
 
 
 @dataclass
@@ -56,11 +61,11 @@ class NonFiniteReport:
 
     def __str__(self) -> str:
         if self.module is None:
-            return "no NaN or Inf in any module output"
-        where = "its input was finite, so this module created it" if self.input_was_finite else (
+            return tr("no NaN or Inf in any module output")
+        where = tr("its input was finite, so this module created it") if self.input_was_finite else tr(
             "its input already held NaN/Inf, so the data (or something outside a module) is the source"
         )
-        return f"first {self.kind} in the output of {self.module}: {where}"
+        return tr("first {kind} in the output of {module}: {where}", kind=self.kind, module=self.module, where=where)
 
 
 def _nonfinite_kind(obj: Any) -> str | None:
@@ -95,7 +100,9 @@ def find_nonfinite(model: nn.Module, raise_error: bool = True) -> Iterator[NonFi
         report.kind = kind
         report.input_was_finite = _nonfinite_kind(args) is None
         if raise_error:
-            raise NonFiniteError(str(report))
+            with english():
+                message = str(report)
+            raise NonFiniteError(message)
 
     handles = [m.register_forward_hook(hook) for m in model.modules()]
     try:

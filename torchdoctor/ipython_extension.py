@@ -10,9 +10,11 @@ from types import TracebackType
 from typing import Any
 
 from torchdoctor.explain import explain
+from torchdoctor.explain_i18n import translator
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
 
+tr = translator("ipython")
 _saved: dict[int, tuple[tuple[type[BaseException], ...], Any]] = {}
 
 
@@ -27,7 +29,7 @@ def _handler(
     try:
         diagnosis = explain(value)
     except Exception as exc:  # a broken diagnosis must never hide the user's own error
-        print(f"torchdoctor: could not diagnose this error ({type(exc).__name__}: {exc})")
+        print(tr("torchdoctor: could not diagnose this error ({error})", error=f"{type(exc).__name__}: {exc}"))
         return
     if diagnosis is None:
         return

@@ -38,6 +38,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_iter
 from torch.utils.weak import WeakIdKeyDictionary
 
+from torchdoctor.explain_i18n import translator
+
 __all__ = [
     "MemoryReport",
     "LiveBytesTracker",
@@ -50,6 +52,8 @@ __all__ = [
     "step_memory_breakdown",
     "oom_numbers",
 ]
+
+tr = translator("memory")  # printed text in the learner's language (torchdoctor/explain_i18n.py)
 
 
 def format_bytes(n: float) -> str:
@@ -172,7 +176,7 @@ class MemoryReport:
     breakdown: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        lines = [f"peak {format_bytes(self.peak_bytes)} above the start ({self.device})"]
+        lines = [tr("peak {peak} above the start ({device})", peak=format_bytes(self.peak_bytes), device=self.device)]
         top = sorted(self.breakdown.items(), key=lambda kv: -kv[1])[:8]
         lines += [f"  {op:<34} {format_bytes(n):>12}" for op, n in top]
         return "\n".join(lines)
@@ -279,13 +283,18 @@ def profiler_peak(fn: Callable[[], Any], warmup: Callable[[], Any] | None = None
 
 
 def _simulated_oom(budget: int) -> Callable[[int, int], None]:
+    """The check of a simulated budget. Its message's first sentence stays English in every language, as PyTorch's
+    messages do: explain() and ``oom_numbers`` read it, and notebooks declare it; the explanation after it is
+    translated."""
+
     def check(nbytes: int, live: int) -> None:
         if live + nbytes > budget:
             raise torch.OutOfMemoryError(
                 f"Simulated CPU memory budget exceeded (torchdoctor.memory_budget): tried to allocate "
                 f"{format_bytes(nbytes)} with {format_bytes(live)} of the {format_bytes(budget)} budget already "
-                f"in use. Nothing ran out for real: this budget only counts tensors created inside the block. "
-                f"On a GPU the same situation reads 'CUDA out of memory. Tried to allocate ...'."
+                "in use. " + tr("Nothing ran out for real: this budget only counts tensors created inside the "
+                                "block. On a GPU the same situation reads '{gpu_message}'.",
+                                gpu_message="CUDA out of memory. Tried to allocate ...")
             )
 
     return check

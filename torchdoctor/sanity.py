@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from torchdoctor.explain_i18n import translator
+
 __all__ = [
     "InitLossCheck",
     "OverfitCheck",
@@ -23,6 +25,7 @@ __all__ = [
 ]
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+tr = translator("sanity")  # the verdicts in the learner's language (torchdoctor/explain_i18n.py)
 
 
 @dataclass
@@ -64,23 +67,23 @@ class InitLossCheck:
         return self.loss_near_ln_c and not self.squashed
 
     def __str__(self) -> str:
-        head = f"initial loss {self.loss:.4f}, expected about ln C = {self.expected:.4f}: "
+        head = tr("initial loss {loss}, expected about ln C = {expected}: ", loss=f"{self.loss:.4f}",
+                  expected=f"{self.expected:.4f}")
         if self.squashed:
-            what = "each row sums to 1: a softmax" if self.probabilities else "a sigmoid or another squashing layer"
-            return head + (
-                f"FAILED: every output lies in [{self.output_min:.3g}, {self.output_max:.3g}], so the model returns "
-                f"probabilities, not logits ({what} before the loss). CrossEntropyLoss applies log_softmax itself; "
-                f"return the raw scores. (The loss value alone cannot show this: on probabilities it stays close "
-                f"to ln C.)"
+            what = tr("each row sums to 1: a softmax") if self.probabilities else tr(
+                "a sigmoid or another squashing layer")
+            return head + tr(
+                "FAILED: every output lies in [{low}, {high}], so the model returns probabilities, not logits "
+                "({what} before the loss). CrossEntropyLoss applies log_softmax itself; return the raw scores. (The "
+                "loss value alone cannot show this: on probabilities it stays close to ln C.)",
+                low=f"{self.output_min:.3g}", high=f"{self.output_max:.3g}", what=what,
             )
         if self.loss_near_ln_c:
-            return head + "ok"
-        verdict = (
-            "too high: the initial outputs are confidently wrong (large init scale, unnormalised inputs)"
-            if self.loss > self.expected else
-            "too low: the model already knows the answer (leakage?) or the loss is not what you think"
-        )
-        return head + verdict
+            return head + tr("ok")
+        if self.loss > self.expected:
+            return head + tr("too high: the initial outputs are confidently wrong (large init scale, unnormalised "
+                             "inputs)")
+        return head + tr("too low: the model already knows the answer (leakage?) or the loss is not what you think")
 
 
 def check_initial_loss(
@@ -118,11 +121,12 @@ class OverfitCheck:
         return bool(self.losses) and self.losses[-1] <= self.target
 
     def __str__(self) -> str:
-        verdict = "ok: model, loss and optimiser can learn" if self.ok else (
-            "FAILED: a model that cannot memorise one batch has a bug (labels, loss/output pairing, "
-            "learning rate, a detached graph, zero_grad/step order)"
+        verdict = tr("ok: model, loss and optimiser can learn") if self.ok else tr(
+            "FAILED: a model that cannot memorise one batch has a bug (labels, loss/output pairing, learning rate, a "
+            "detached graph, zero_grad/step order)"
         )
-        return f"one-batch loss {self.losses[0]:.4f} -> {self.losses[-1]:.4f} in {len(self.losses)} steps: {verdict}"
+        return tr("one-batch loss {first} -> {last} in {steps} steps: {verdict}", first=f"{self.losses[0]:.4f}",
+                  last=f"{self.losses[-1]:.4f}", steps=len(self.losses), verdict=verdict)
 
 
 def overfit_one_batch(
@@ -167,11 +171,11 @@ class IndependenceCheck:
 
     def __str__(self) -> str:
         if self.ok:
-            return f"ok: the output of sample {self.sample} depends only on input {self.sample}"
-        return (
-            f"FAILED: the output of sample {self.sample} has a gradient with respect to inputs "
-            f"{self.leaking_samples[:10]}: some operation mixes samples across the batch (a view/reshape "
-            f"or transpose that moves the batch dimension, a reduction over dim 0)"
+            return tr("ok: the output of sample {sample} depends only on input {sample}", sample=self.sample)
+        return tr(
+            "FAILED: the output of sample {sample} has a gradient with respect to inputs {inputs}: some operation "
+            "mixes samples across the batch (a view/reshape or transpose that moves the batch dimension, a reduction "
+            "over dim 0)", sample=self.sample, inputs=self.leaking_samples[:10],
         )
 
 
@@ -217,10 +221,10 @@ class UpdateCheck:
 
     def __str__(self) -> str:
         if self.ok:
-            return f"ok: all {self.total} trainable parameters changed"
-        return (
-            f"FAILED: {len(self.unchanged)} of {self.total} trainable parameters did not change: "
-            f"{self.unchanged[:10]}. Are they in the optimizer, used in forward, reached by the loss?"
+            return tr("ok: all {total} trainable parameters changed", total=self.total)
+        return tr(
+            "FAILED: {count} of {total} trainable parameters did not change: {names}. Are they in the optimizer, used "
+            "in forward, reached by the loss?", count=len(self.unchanged), total=self.total, names=self.unchanged[:10],
         )
 
 

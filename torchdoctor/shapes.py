@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +11,17 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
+from torchdoctor.explain_i18n import translator
+
 __all__ = ["LayerRow", "ShapeTable", "ShapeMismatchError", "shape_table", "expect_shape"]
+
+tr = translator("shapes")  # the table's words in the learner's language (torchdoctor/explain_i18n.py)
+FAILED = "FAILED"  # the output shape of the layer that failed (shown translated)
+
+
+def _width(text: str) -> int:
+    """Columns a text takes in a terminal: a Chinese character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def _shapes(obj: Any) -> str:
@@ -43,7 +54,8 @@ class ShapeTable:
         return self.error is None
 
     def _cells(self) -> list[list[str]]:
-        return [[r.name, r.kind, r.input_shape, r.output_shape, f"{r.params:,}"] for r in self.rows]
+        return [[r.name, r.kind, r.input_shape, tr("FAILED") if r.output_shape == FAILED else r.output_shape,
+                 f"{r.params:,}"] for r in self.rows]
 
     def _footer(self) -> str:
         if self.error is None:
@@ -51,22 +63,28 @@ class ShapeTable:
         from torchdoctor.explain import explain
 
         diagnosis = explain(self.error)
-        lines = [f"FAILED in {self.failed_layer}: {type(self.error).__name__}: {str(self.error).splitlines()[0]}"]
+        lines = [tr("FAILED in {layer}: {error}", layer=self.failed_layer,
+                    error=f"{type(self.error).__name__}: {str(self.error).splitlines()[0]}")]
         if diagnosis is not None:
-            lines.append(f"fix: {diagnosis.fix}")
+            lines.append(tr("fix: {fix}", fix=diagnosis.fix))
         return "\n".join(lines)
 
+    @staticmethod
+    def _header() -> list[str]:
+        return [tr("layer"), tr("type"), tr("input"), tr("output"), tr("params")]
+
     def __str__(self) -> str:
-        header = ["layer", "type", "input", "output", "params"]
+        header = self._header()
         cells = [header, *self._cells()]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+        widths = [max(_width(row[i]) for row in cells) for i in range(len(header))]
+        lines = ["  ".join(c + " " * (w - _width(c)) for c, w in zip(row, widths, strict=True)).rstrip()
+                 for row in cells]
         lines.insert(1, "  ".join("-" * w for w in widths))
         footer = self._footer()
         return "\n".join(lines + ([footer] if footer else []))
 
     def _repr_markdown_(self) -> str:
-        lines = ["| layer | type | input | output | params |", "| --- | --- | --- | --- | ---: |"]
+        lines = ["| " + " | ".join(self._header()) + " |", "| --- | --- | --- | --- | ---: |"]
         for row in self._cells():
             lines.append("| " + " | ".join(f"`{c}`" if i < 4 else c for i, c in enumerate(row)) + " |")
         footer = self._footer()
@@ -112,7 +130,7 @@ def shape_table(model: nn.Module, *example_inputs: Any, **example_kwargs: Any) -
         table.failed_layer = f"{names[failing]} ({type(failing).__name__})"
         params = sum(p.numel() for p in failing.parameters(recurse=False))
         table.rows.append(
-            LayerRow(names[failing], type(failing).__name__, inputs.get(id(failing), "-"), "FAILED", params)
+            LayerRow(names[failing], type(failing).__name__, inputs.get(id(failing), "-"), FAILED, params)
         )
         table.error = exc
     finally:

@@ -29,6 +29,7 @@ from torchdoctor.catalog import (
     multi_gpu,
 )
 from torchdoctor.catalog._entry import ErrorEntry, Needs
+from torchdoctor.explain_i18n import chapter_label
 
 __all__ = [
     "CATALOG", "CHAPTERS", "ErrorEntry", "Needs", "by_chapter", "chapter_title", "get_entry", "skip_reason",
@@ -49,9 +50,10 @@ def chapter_title(slug: str) -> str:
     from torchdoctor.manifest import ManifestError, load_manifest
 
     try:
-        return load_manifest().chapter(slug).label
+        chapter = load_manifest().chapter(slug)
     except (ManifestError, KeyError):
         return slug
+    return chapter_label(chapter.number, chapter.title)
 
 
 class _Chapters(Mapping[str, str]):
@@ -63,7 +65,7 @@ class _Chapters(Mapping[str, str]):
     def _labels(self) -> dict[str, str]:
         from torchdoctor.manifest import load_manifest
 
-        return {c.slug: c.label for c in load_manifest().chapters}
+        return {c.slug: chapter_label(c.number, c.title) for c in load_manifest().chapters}
 
     def __getitem__(self, slug: str) -> str:
         return self._labels()[slug]

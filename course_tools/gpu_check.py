@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
+import shutil
 import site
 import subprocess
 import sys
@@ -67,12 +69,36 @@ def manylinux_platforms(glibc: str = MANYLINUX) -> list[str]:
     return [f"manylinux_2_{minor}_x86_64" for minor in range(newest, 16, -1)] + ["manylinux2014_x86_64"]
 
 
+def pip_python(python_version: str) -> str | None:
+    """A Python of ``python_version`` (with pip) to download with: this one, python3.X on PATH or one of pyenv's.
+    pip download's --python-version picks the wheels for that version, but reads their dependencies' environment
+    markers for the Python that runs pip: papermill needs aiohttp where python_version == "3.12" only."""
+    wanted = [int(part) for part in python_version.split(".")]
+    candidates = [sys.executable, shutil.which(f"python{python_version}"),
+                  *sorted(Path.home().glob(f".pyenv/versions/{python_version}.*/bin/python{python_version}"))]
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([str(candidate), "-c", "import sys, pip; print(*sys.version_info[:2])"],
+                               capture_output=True, text=True)
+        if probe.returncode == 0 and [int(part) for part in probe.stdout.split()] == wanted:
+            return str(candidate)
+    return None
+
+
 def build_wheelhouse(dest: Path, python_version: str, glibc: str = MANYLINUX) -> int:
     """pip download the wheels into ``dest``, with requirements.txt (the pins to install) and wheelhouse.json."""
+    if (sys.platform, platform.machine()) != ("linux", "x86_64"):
+        return refuse("build the wheelhouse on Linux x86_64, as the nodes are: pip reads the dependencies' "
+                      "environment markers for the machine it runs on", what="make wheelhouse")
+    python = pip_python(python_version)
+    if python is None:
+        return refuse(f"no Python {python_version} with pip here (python{python_version} on PATH, or pyenv's). pip "
+                      f"reads the dependencies' environment markers for the Python that runs it, so only a Python "
+                      f"{python_version} gathers them all: install one and pass it, make wheelhouse "
+                      f"PYTHON=/path/to/python{python_version}", what="make wheelhouse")
     dest.mkdir(parents=True, exist_ok=True)
     pins = wheelhouse_requirements()
     (dest / "requirements.txt").write_text("\n".join(pins) + "\n", encoding="utf-8")
-    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--dest", str(dest),
+    command = [python, "-m", "pip", "download", "--disable-pip-version-check", "--dest", str(dest),
                "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version,
                *[f"--platform={p}" for p in manylinux_platforms(glibc)], "-r", str(dest / "requirements.txt")]
     print("+", " ".join(command), flush=True)
@@ -92,8 +118,8 @@ def build_wheelhouse(dest: Path, python_version: str, glibc: str = MANYLINUX) ->
     return 0
 
 
-def refuse(message: str, status: int = 2) -> int:
-    print(f"make test-gpu: {message}", file=sys.stderr)
+def refuse(message: str, status: int = 2, what: str = "make test-gpu") -> int:
+    print(f"{what}: {message}", file=sys.stderr)
     return status
 
 

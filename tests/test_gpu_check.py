@@ -31,6 +31,16 @@ def test_the_wheelhouse_refuses_torch_and_its_cuda_libraries_as_dependencies():
         assert not gpu_check.NOT_ALLOWED.match(wheel), wheel
 
 
+def test_the_wheelhouse_is_gathered_by_a_python_of_its_version(tmp_path, capsys):
+    """pip reads dependencies' environment markers for the Python that runs it (papermill's aiohttp is for 3.12
+    only): a wheelhouse gathered for 3.12 by Python 3.11 lacked aiohttp and failed to install offline on 3.12."""
+    assert gpu_check.pip_python(f"{sys.version_info[0]}.{sys.version_info[1]}") == sys.executable
+    assert gpu_check.pip_python("3.1") is None
+    assert gpu_check.build_wheelhouse(tmp_path / "wheels", "3.1") == 2
+    assert "make wheelhouse: no Python 3.1 with pip here" in capsys.readouterr().err
+    assert not (tmp_path / "wheels").exists()
+
+
 def test_pip_download_is_asked_for_every_manylinux_tag_a_glibc_2_28_node_runs():
     platforms = gpu_check.manylinux_platforms("2_28")
     assert platforms[0] == "manylinux_2_28_x86_64" and "manylinux_2_17_x86_64" in platforms

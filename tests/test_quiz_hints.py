@@ -76,7 +76,7 @@ def contains(text: str, needle: str) -> bool:
 
 
 # Chapters whose hints are still one string in a code cell (issue 33 moves them, then this list goes).
-NOT_MOVED_YET = {"09_multi_gpu"}
+NOT_MOVED_YET: set[str] = set()
 QUIZZED = [path for path in NOTEBOOKS if asked(path) and path.stem not in NOT_MOVED_YET]
 
 

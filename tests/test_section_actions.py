@@ -62,15 +62,6 @@ NOT_YET: dict[str, set[str]] = {
     "07_convergence": {
         "What older tutorials get wrong",
     },
-    "09_multi_gpu": {
-        "1. DDP from the ground up",
-        "3. `device_ids` for a CPU module",
-        "4. Parameters that receive no gradient",
-        "7. `SyncBatchNorm`",
-        "8. Hangs: one rank skips a collective",
-        "10. One GPU per process, and looking inside a real hang",
-        "What older tutorials get wrong",
-    },
     "bug_clinic": {
         "6. Share a case by its code",
     },

@@ -24,6 +24,7 @@ from torchdoctor.clinic import (
 )
 from torchdoctor.clinic.gate import compare_offered
 from torchdoctor.clinic.operators import case_templates
+from torchdoctor.clinic.oracles import missing_lines, printed_lines
 from torchdoctor.clinic.pairs import (
     PAIR_TEMPLATES,
     PER_TEMPLATE,
@@ -35,6 +36,7 @@ from torchdoctor.clinic.pairs import (
 from torchdoctor.clinic.practice import CASES_PATH, Case
 from torchdoctor.clinic.regions import protected_regions
 from torchdoctor.clinic.surface import SURFACES, base_template, rename, variant_names
+from torchdoctor.clinic.wrong_fixes import RIGHT, WRONG, CorpusResult, apply_fix, corpus_for
 from torchdoctor.manifest import load_manifest
 
 CATALOG_IDS = {e.id for e in CATALOG}
@@ -263,3 +265,45 @@ def test_parameters_that_appear_after_the_first_forward_are_judged(tmp_path):
     in_forward = _run_template(tmp_path, "in_forward", [linear, (
         "        return self.fc(x)", "        self.fc = nn.Linear(x.shape[1], 10)\n        return self.fc(x)")])
     assert in_forward["frozen"] == ["fc.weight", "fc.bias"]
+
+
+def test_every_operator_carries_known_wrong_fixes_that_apply():
+    """Issue 36 item 1: each operator, on each of its templates, has known-wrong fixes (at least the generic try
+    around the run, and more epochs for a silent bug), each an exact edit of the buggy script; the right ones apply
+    too. The gate (`make clinic-gate`) runs them."""
+    for op in OPERATORS:
+        for template in op.templates:
+            fixes = corpus_for(op.id, template)
+            wrong = [f for f in fixes if not f.right]
+            assert any(f.name == "try-around-main" for f in wrong), (op.id, template)
+            assert op.oracle == "error" or any(f.name == "three-times-the-epochs" for f in wrong), (op.id, template)
+            for fix in fixes:
+                assert apply_fix(fix) != apply_operator(op, template), fix.name
+                assert fix.right or fix.says, fix.name
+    specific = {f.operator for f in WRONG}
+    assert {"backward-twice", "no-zero-grad", "outputs-kept-with-graph", "learning-rate-too-high"} <= specific
+    assert len(WRONG) >= 20 and len(RIGHT) >= 5
+
+
+def test_the_corpus_fails_when_a_wrong_fix_passes():
+    """The verdict of a corpus entry: a wrong fix that passes on one seed, or fails without naming what it hides,
+    is not judged as deserved; a right fix must pass on every seed."""
+    wrong, right = WRONG[0], RIGHT[0]
+    assert CorpusResult(wrong, [False, False], ["x " + wrong.says]).deserved()
+    assert CorpusResult(wrong, [], [wrong.says]).deserved()  # refused before running
+    assert not CorpusResult(wrong, [False, True], [wrong.says]).deserved()
+    assert not CorpusResult(wrong, [False, False], ["something else"]).deserved()
+    assert CorpusResult(right, [True] * 3, []).deserved()
+    assert not CorpusResult(right, [True, False, True], ["a symptom"]).deserved()
+    assert not CorpusResult(right, [], ["refused"]).deserved()
+
+
+def test_what_a_run_printed_is_compared_with_decimals_masked_and_zeros_kept():
+    """A fix must print every line the working script prints (issue 36: deleting `predictions.append(out)` left
+    "0 batches", deleting `running += loss` a mean loss of 0.0000); losses differ from seed to seed, so decimals are
+    masked, but a zero and whole numbers are kept, and the run's folder is written <run>."""
+    printed = printed_lines("epoch 0: loss 0.1234\n\nsaved to /x/run/checkpoint.pt; 228 batches\nmean -0.0000\n"
+                            "w = [[2.0001, -3.5e-01]]\n", "/x/run")
+    assert printed == ["epoch 0: loss #", "saved to <run>/checkpoint.pt; 228 batches", "mean 0", "w = [[#, #]]"]
+    assert missing_lines(["a", "a", "b"], ["b", "a", "c"]) == ["a"]
+    assert missing_lines(printed, printed + ["a warning"]) == []

@@ -22,6 +22,8 @@ from torchdoctor.clinic.practice import (
     write_cases,
 )
 from torchdoctor.clinic.regions import protected_regions
+from torchdoctor.clinic.surface import base_template
+from torchdoctor.clinic.wrong_fixes import RIGHT, WRONG, apply_fix
 
 CASES = json.loads(CASES_PATH.read_text())["cases"]
 PAIRS = json.loads(CASES_PATH.read_text())["pairs"]
@@ -42,12 +44,15 @@ def test_the_cases_are_validated_and_still_apply():
 
 
 def test_cases_json_is_written_from_the_matrix_with_validated_cases_only(tmp_path):
-    matrix = {"seeds": [0], "clean": {"linear_regression": {"scores": [0.99], "threshold": 0.97, "problems": []}},
+    matrix = {"seeds": [0], "clean": {"linear_regression": {"scores": [0.99], "threshold": 0.97, "problems": [],
+                                                            "printed": ["epoch 0: loss #"], "loads": 0}},
               "cases": [{"operator": "learning-rate-too-high", "template": "linear_regression", "validated": True},
                         {"operator": "no-zero-grad", "template": "linear_regression", "validated": False}]}
     (tmp_path / "matrix.json").write_text(json.dumps(matrix))
     data = write_cases(tmp_path / "matrix.json", tmp_path / "cases.json")
     assert [c["operator"] for c in data["cases"]] == ["learning-rate-too-high"]
+    clean = data["templates"]["linear_regression"]  # what a fix must still print and restore
+    assert clean["printed"] == ["epoch 0: loss #"] and clean["loads"] == 0
     assert json.loads((tmp_path / "cases.json").read_text()) == data
     pairs = {"pairs": [{"template": "linear_regression", "operators": ["learning-rate-too-high", op],
                         "validated": True} for op in ("forward-under-no-grad", "target-column")]}
@@ -158,7 +163,9 @@ def test_bad_filters_say_what_is_valid(kwargs, message):
         draw(**kwargs)
 
 
-def test_distractors_share_the_symptom_and_exclude_the_truth():
+def test_distractors_are_validated_bugs_of_the_same_kind_on_the_same_template_first():
+    """Issue 36 item 3: every choice is a bug the gate validated (none it rejected for showing no symptom), with a
+    symptom of the truth's kind; on the case's own template whenever it has enough of them, else elsewhere."""
     for entry in CASES:
         case = Case(entry["template"], entry["operator"], 11)
         options = case.choices()
@@ -166,12 +173,13 @@ def test_distractors_share_the_symptom_and_exclude_the_truth():
         assert options.count(truth.description) == 1 and len(options) == len(set(options)) == 4
         distractors = case._distractor_operators()
         assert truth not in distractors and len(distractors) == 3
-        same = [op for op in distractors if op.oracle == truth.oracle]
-        available_same = {op.description for op in OPERATORS if op.oracle == truth.oracle} - {truth.description}
-        assert len(same) == min(3, len(available_same)), entry  # the same oracle first, others only to fill
-        assert all(op.oracle != "error" for op in distractors if op.oracle != truth.oracle)
+        same_kind = [e for e in CASES if e["kind"] == entry["kind"] and e["operator"] != truth.id]
+        assert all(any(e["operator"] == op.id for e in same_kind) for op in distractors), entry
+        here = {get_operator(e["operator"]).description for e in same_kind
+                if base_template(e["template"]) == base_template(entry["template"])} - {truth.description}
+        assert sum(op.description in here for op in distractors) == min(3, len(here)), entry
     case = Case("digits_mlp", "first-layer-width", 1)
-    assert any(op.label == "mat1-mat2-shapes" for op in case._distractor_operators())  # same error first
+    assert all(op.oracle == "error" and "digits_mlp" in op.templates for op in case._distractor_operators())
     orders = {tuple(Case("digits_mlp", "first-layer-width", s).choices()) for s in range(6)}
     assert len(orders) > 1  # shuffled by the code
 
@@ -348,3 +356,39 @@ def test_a_fix_that_trains_but_makes_its_steps_otherwise_fails_and_the_right_one
     fixed = case.check_fix(case.script.replace(*right), timeout=120)
     assert fixed.ok, repr(fixed)
     assert fixed.run.report["uncleared"] == 0 and fixed.run.report["backward_calls"] == fixed.run.report["steps"]
+
+
+def _wrong(operator, name):
+    return next(f for f in WRONG if f.operator == operator and f.name == name)
+
+
+def test_a_clipping_fix_of_a_learning_rate_bug_is_refused_for_the_learning_rate():
+    """Issue 36 item 5: clipping the gradients instead of lowering the learning rate is refused, and the feedback
+    names the learning rate, not "your edit"; another right rate than the working script's passes."""
+    fix = _wrong("learning-rate-too-high", "clipped-gradients")
+    case = Case(fix.template, fix.operator, 0)
+    verdict = case.check_fix(apply_fix(fix), timeout=120)
+    assert not verdict.ok and verdict.run.report["grads_changed"] > 0, repr(verdict)
+    assert verdict.problems[0].startswith("the optimizer still steps with a learning rate of 5:"), verdict.problems
+    assert not any("your edit" in p for p in verdict.problems), verdict.problems
+    right = next(f for f in RIGHT if f.operator == fix.operator and f.name == "rate-0.5")
+    assert case.check_fix(apply_fix(right), timeout=120).ok
+
+
+@pytest.mark.parametrize("operator, name, says", [
+    ("outputs-kept-with-graph", "append-deleted", "predictions kept for a confusion matrix: 228 batches"),
+    ("load-whole-checkpoint", "strict-false", "were not loaded: strict=False hides the mismatch"),
+    ("detach-hidden", "frozen-layers-nudged", "no optimizer step updated them with a gradient (fc1.weight"),
+])
+def test_a_fix_that_hides_the_symptom_is_refused_for_what_it_hides(operator, name, says):
+    """Issue 36 item 1: the line that shows the symptom deleted, a restore that loads nothing, frozen layers nudged by
+    hand: each passed every outcome oracle; the feedback names what it hides."""
+    fix = _wrong(operator, name)
+    verdict = Case(fix.template, fix.operator, 0).check_fix(apply_fix(fix), timeout=120)
+    assert not verdict.ok and any(says in p for p in verdict.problems), repr(verdict)
+
+
+def test_a_try_around_the_failing_code_is_refused_before_it_runs():
+    fix = _wrong("backward-twice", "try-around-second-backward")
+    verdict = Case(fix.template, fix.operator, 0).check_fix(apply_fix(fix))
+    assert not verdict.ok and verdict.run is None and "adds a try statement" in verdict.problems[0], repr(verdict)

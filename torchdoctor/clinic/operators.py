@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from torchdoctor.clinic.templates import TEMPLATES, ClinicError, template_source
 
@@ -36,6 +36,7 @@ class Operator:
     oracle: str  # a key of ORACLES
     description: str
     edits: dict[str, Edit] = field(default_factory=dict)  # template name -> its edit
+    accepts_lr: tuple[float, float] | None = None  # a learning-rate bug: the learning rates a fix may use
 
     @property
     def templates(self) -> tuple[str, ...]:
@@ -46,6 +47,9 @@ def _op(id, label, chapter, oracle, description, **edits):  # noqa: A002
     return Operator(id, label, chapter, oracle, description, {t: Edit(*e) for t, e in edits.items()})
 
 
+# The learning rates a fix of the linear regression's learning-rate bug may use: each end passes every oracle on the
+# gate's seeds (wrong_fixes.py, right fixes), so any rate in between is a right value, not only the original 0.05.
+LEARNING_RATES = (0.01, 0.5)
 _ZERO_GRAD = ("optimizer.zero_grad()\n            loss = loss_fn(model(x), y)", "loss = loss_fn(model(x), y)")
 _SHUFFLE = ("shuffle=True)", "shuffle=False)")
 
@@ -156,10 +160,11 @@ OPERATORS: tuple[Operator, ...] = (
         "optimizer.zero_grad() left out: gradients add up over the steps",
         digits_mlp=("optimizer.zero_grad()\n            out = model(x)", "out = model(x)"),
         digits_cnn=_ZERO_GRAD, linear_regression=_ZERO_GRAD, text_classifier=_ZERO_GRAD),
-    _op("learning-rate-too-high", "learning-rate-too-high", "convergence", "nonfinite",
-        "a learning rate 100 times too high for plain SGD",
-        linear_regression=("torch.optim.SGD(model.parameters(), lr=0.05)",
-                           "torch.optim.SGD(model.parameters(), lr=5.0)")),
+    replace(_op("learning-rate-too-high", "learning-rate-too-high", "convergence", "nonfinite",
+                "a learning rate 100 times too high for plain SGD",
+                linear_regression=("torch.optim.SGD(model.parameters(), lr=0.05)",
+                                   "torch.optim.SGD(model.parameters(), lr=5.0)")),
+            accepts_lr=LEARNING_RATES),
     _op("softmax-before-loss", "softmax-before-loss", "convergence", "accuracy",
         "the model returns probabilities and CrossEntropyLoss applies its own softmax on top",
         digits_mlp=("return self.out(self.drop(h))", "return torch.softmax(self.out(self.drop(h)), dim=1)")),

@@ -70,7 +70,7 @@ class PairCase(Case):
         rng = random.Random(self.code)
         options = [op.description for op in self._ops]
         for op in self._ops:
-            options += [other.description for other in _same_symptom(op, 2, rng, set(options))]
+            options += [other.description for other in _same_symptom(op, self.template, 2, rng, set(options))]
         rng.shuffle(options)
         return options
 

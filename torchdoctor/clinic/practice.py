@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import contextlib
 import functools
 import hashlib
 import json
@@ -43,13 +44,13 @@ from pathlib import Path
 
 from torchdoctor.clinic.codes import MAX_SEED, decode, encode, key_hash
 from torchdoctor.clinic.operators import OPERATORS, ClinicError, Operator, apply_operator, case_templates, get_operator
-from torchdoctor.clinic.oracles import symptoms
+from torchdoctor.clinic.oracles import missing_lines, symptoms
 from torchdoctor.clinic.pointers import chapter_pointer, course_manifest, error_pointer
 from torchdoctor.clinic.regions import EVALUATION, bound_names, normalised, protected_regions
 from torchdoctor.clinic.surface import base_template
 from torchdoctor.clinic.templates import TEMPLATES, template_source
 
-__all__ = ["CASES_PATH", "KINDS", "Case", "Feedback", "Run", "available", "draw", "write_cases"]
+__all__ = ["CASES_PATH", "KINDS", "Case", "Feedback", "Run", "available", "cases_data", "draw", "write_cases"]
 
 CASES_PATH = Path(__file__).with_name("cases.json")
 KINDS = {"error": "one bug that raises an error", "silent": "one bug that raises nothing but shows a symptom",
@@ -112,7 +113,8 @@ def write_cases(matrix_path: Path | str = "build/clinic/matrix.json", out: Path 
     used = sorted({c["template"] for c in cases})
     data = {"seeds": matrix["seeds"],
             "templates": {t: {"scores": matrix["clean"][t]["scores"], "threshold": matrix["clean"][t]["threshold"],
-                              "clean": _fingerprint(template_source(t))} for t in used},
+                              "clean": _fingerprint(template_source(t)), "printed": matrix["clean"][t]["printed"],
+                              "loads": matrix["clean"][t]["loads"]} for t in used},
             "cases": sorted(cases, key=lambda c: (c["chapter"], c["operator"], c["template"]))}
     if pairs_path is not None:
         from torchdoctor.clinic.pair_case import pair_entries
@@ -122,8 +124,25 @@ def write_cases(matrix_path: Path | str = "build/clinic/matrix.json", out: Path 
     return data
 
 
-@functools.cache
+_cases_override: list[dict] = []
+
+
+@contextlib.contextmanager
+def cases_data(data: dict):
+    """Cases built inside read ``data`` (what the gate validated today) instead of cases.json."""
+    _cases_override.append(data)
+    try:
+        yield
+    finally:
+        _cases_override.pop()
+
+
 def _cases_file() -> dict:
+    return _cases_override[-1] if _cases_override else _committed_cases()
+
+
+@functools.cache
+def _committed_cases() -> dict:
     if not CASES_PATH.exists():
         raise ClinicError(f"{CASES_PATH} is missing: run `python -m torchdoctor.clinic cases` after the gate")
     return json.loads(CASES_PATH.read_text())
@@ -296,7 +315,10 @@ class Run:
         if r.get("parameters"):
             frozen = r.get("frozen") or []
             out.append(f"parameters that never changed: {', '.join(frozen) if frozen else 'none'} "
-                       f"(of {r['parameters']})" + (alarm if found.get("frozen") else ""))
+                       f"(of {r['parameters']})" + (alarm if found.get("frozen") and frozen else ""))
+            if r.get("untrained"):
+                out.append("parameters changed but never updated by an optimizer step with a gradient: "
+                           f"{', '.join(r['untrained'])}" + alarm)
         memory = r.get("memory") or []
         if len(memory) >= 8 and not r.get("error"):
             growth = (memory[-1] - memory[len(memory) // 4]) / 2**20
@@ -408,11 +430,12 @@ class Case:
 
     # diagnosis
     def choices(self) -> list[str]:
-        """The closed list of diagnoses, shuffled by the case code: the true one and three that show the same
-        symptom (other operators with the same oracle, from any template; for an error those raising the same
-        catalog error first). Where fewer than three operators share the symptom, other silent bugs fill the list."""
+        """The closed list of diagnoses, shuffled by the case code: the true one and three other bugs whose symptom
+        is of the same kind (an error, or a silent symptom), each a case the gate validated on this template (those
+        with the same symptom first), or on another where this one has too few."""
         rng = random.Random(self.code)
-        options = [self._op.description] + [op.description for op in _same_symptom(self._op, 3, rng, set())]
+        options = [self._op.description] + [op.description for op in
+                                            _same_symptom(self._op, self.template, 3, rng, set())]
         rng.shuffle(options)
         return options
 
@@ -502,22 +525,35 @@ class Case:
 
     def check_fix(self, source_or_path: str | os.PathLike, timeout: float = DEFAULT_TIMEOUT) -> Feedback:
         """Run the edited script (a path, or its source text) in a separate process, at most ``timeout`` s, and
-        check it: protected regions unchanged, no error, and every oracle quiet (parameters all trained, finite
-        losses, an initial loss near ln C, no memory growth, the grader's score within the working script's); the
-        steps made as the working script makes them (one backward per step on cleared gradients); an edited evaluation
-        predicting as the working one."""
+        check it: protected regions unchanged, no error caught by a new ``try``, no error, and every oracle quiet
+        (parameters all trained, finite losses, an initial loss near ln C, no memory growth, the grader's score within
+        the working script's); the steps made as the working script makes them (one backward per step on cleared
+        gradients, given to the optimizer as backward() left them, at a learning rate the case accepts), its
+        checkpoint restored and its lines printed as the working script does; an edited evaluation predicting as the
+        working one."""
         source = _read_source(source_or_path)
+        refused = self.refusals(source)
+        if refused is not None:
+            return refused
+        return self.verdict(source, self._run(source, "your script", timeout))
+
+    def refusals(self, source: str) -> Feedback | None:
+        """The verdict on ``source`` before it runs: not Python, a protected region changed, or a new ``try``
+        (catching the error hides it); None when it is to be run."""
         try:
             compile(source, "your script", "exec")
         except SyntaxError as e:
             return Feedback(False, "your script is not valid Python",
                             [f"line {e.lineno}: {e.msg}", error_pointer(None)])
-        refused = self.protected_changes(source)
+        refused = self.protected_changes(source) + _added_try(template_source(self.template), source)
         if refused:
             return Feedback(False, "this edit is refused before it runs", refused)
-        run = self._run(source, "your script", timeout)
+        return None
+
+    def verdict(self, source: str, run: Run) -> Feedback:
+        """The verdict on a run of ``source`` (which ``refusals`` let through)."""
         problems = self._problems(run)
-        problems[:0] = _mechanism_problems(run.report)
+        problems[:0] = self._mechanism_problems(run.report)
         changed = run.report.get("evaluation_changes")
         if self.edited_evaluation(source) and not run.error and (changed or (changed is None and not problems)):
             problems.insert(0, "your edit of the protected evaluation changes what predict() returns" + (
@@ -528,6 +564,15 @@ class Case:
             return Feedback(True, "your script runs cleanly and every check passes: the bug is fixed.", [], run)
         return Feedback(False, "your script still shows a symptom", problems, run)
 
+    def _mechanism_problems(self, report: dict) -> list[str]:
+        """How the run's steps, restore and prints differ from the working script's, and a hyper-parameter of the
+        case's bug still outside the values it accepts (issue 36: these fixes hide the symptom, not the bug)."""
+        problems = [p for op in self._ops for p in _hyper_parameter_problems(op, report)]
+        return problems + _mechanism_problems(report, self._entry_template())
+
+    def _entry_template(self) -> dict:
+        return _cases_file()["templates"][self.template]
+
     def _problems(self, run: Run) -> list[str]:
         """What is still wrong in a run of the student's script, each with where the course teaches it."""
         problems = _symptom_problems(run)
@@ -536,7 +581,33 @@ class Case:
         return problems
 
 
-def _mechanism_problems(report: dict) -> list[str]:
+def _added_try(clean: str, source: str) -> list[str]:
+    """A ``try`` statement the working script does not have: catching the error hides the bug, it does not fix it."""
+    def count(text: str) -> int:
+        return sum(isinstance(n, ast.Try | ast.TryStar) for n in ast.walk(ast.parse(text)))
+
+    if count(source) <= count(clean):
+        return []
+    return ["your edit adds a try statement: catching the error hides it, it does not fix it (the working script "
+            "has no try; read the traceback of case.run() again)"]
+
+
+def _hyper_parameter_problems(op: Operator, report: dict) -> list[str]:
+    """A learning rate still outside the range a learning-rate bug accepts: clipping or rescaling the gradients, or
+    catching the NaN, leaves the bug in place (issue 36 item 5)."""
+    if op.accepts_lr is None or report.get("error") or report.get("timeout") or not report.get("lr"):
+        return []
+    low, high = op.accepts_lr
+    used_low, used_high = report["lr"]
+    if low <= used_low and used_high <= high:
+        return []
+    used = f"{used_high:g}" if used_low == used_high else f"{used_low:g} to {used_high:g}"
+    return [f"the optimizer still steps with a learning rate of {used}: the bug is the learning rate itself, and "
+            f"hiding what it does (clipping the gradients, skipping bad steps) leaves it in the script; see "
+            f"{chapter_pointer(*SYMPTOM_SECTIONS['nonfinite'])}"]
+
+
+def _mechanism_problems(report: dict, template: dict | None = None) -> list[str]:
     """How a run's training steps differ from every working script's: one backward() per optimizer step, on gradients
     cleared since the last step (issue 36: a second backward with retain_graph, or zero_grad() once an epoch, still
     converges on these small problems, so the outcome alone passes them). Nothing to say for a run that failed or
@@ -551,6 +622,23 @@ def _mechanism_problems(report: dict) -> list[str]:
     if uncleared:
         problems.append(f"{uncleared} of {calls} backward() calls found the gradients of the step before still there: "
                         "the working script clears them before every one")
+    if report.get("grads_changed"):
+        problems.append(f"{report['grads_changed']} of {steps} optimizer steps were given gradients other than "
+                        "backward() computed (clipped or rescaled in between): the working script steps with them as "
+                        "they are, and changing them hides the bug rather than fixing it")
+    if template is None:
+        return problems
+    loads = report.get("loads") or []
+    partial = [missing for missing, _ in loads if missing]
+    if len(loads) < template.get("loads", 0) or partial:
+        problems.append("the script no longer restores its checkpoint as the working script does" + (
+            f" ({partial[0]} of the model's parameters were not loaded: strict=False hides the mismatch)"
+            if partial else " (a load_state_dict() call was removed)"))
+    missing = missing_lines(template.get("printed", []), report.get("printed", []))
+    if missing:
+        problems.append("the script no longer prints what the working script prints, such as “" + missing[-1] +
+                        "” (decimals written #): deleting or emptying the lines that show the symptom hides it, "
+                        "it does not fix it")
     return problems
 
 
@@ -569,18 +657,24 @@ def _option_text(options: list[str], answer: int | str) -> str:
     return matches[0]
 
 
-def _same_symptom(truth: Operator, count: int, rng: random.Random, taken: set[str]) -> list[Operator]:
-    """`count` operators that show the truth's symptom (those raising the same error first), none described as in
-    `taken`; other silent bugs fill in where too few share it."""
-    same = [op for op in OPERATORS if op.oracle == truth.oracle and op.id != truth.id
-            and op.description != truth.description and op.description not in taken]
-    rng.shuffle(same)
-    same.sort(key=lambda op: (op.label != truth.label, op.chapter != truth.chapter))
-    picked = same[:count]
-    if len(picked) < count:
-        others = [op for op in OPERATORS if op.oracle not in ("error", truth.oracle) and op.description not in taken]
-        rng.shuffle(others)
-        picked += others[: count - len(picked)]
+def _same_symptom(truth: Operator, template: str, count: int, rng: random.Random, taken: set[str]) -> list[Operator]:
+    """`count` bugs whose symptom is of the truth's kind (an error, or a silent symptom), none described as in
+    `taken`: validated cases of the same template first (issue 36: a choice that describes another template's code is
+    ruled out by reading the script, not the symptom; a bug the gate rejected shows no symptom), those with the
+    truth's oracle (and error) first; where the template has too few, validated cases of that kind elsewhere."""
+    kind = "error" if truth.oracle == "error" else "silent"
+    entries = [e for e in _cases_file()["cases"] if e["kind"] == kind and e["operator"] != truth.id]
+    here = {e["operator"] for e in entries if base_template(e["template"]) == base_template(template)}
+    elsewhere = {e["operator"] for e in entries} - here
+    picked: list[Operator] = []
+    for ids in (here, elsewhere):
+        ops = [get_operator(i) for i in sorted(ids)]
+        rng.shuffle(ops)
+        ops.sort(key=lambda op: (op.oracle != truth.oracle, op.label != truth.label))
+        for op in ops:
+            described = {o.description for o in picked} | taken | {truth.description}
+            if len(picked) < count and op.description not in described:
+                picked.append(op)
     return picked
 
 
@@ -603,8 +697,11 @@ def _symptom_problems(run: Run) -> list[str]:
     for oracle in ("nonfinite", "initial-loss", "frozen", "memory", "accuracy"):
         if found.get(oracle):
             detail = SYMPTOM_TEXT[oracle]
-            if oracle == "frozen":
+            if oracle == "frozen" and r["frozen"]:
                 detail += f" ({', '.join(r['frozen'])})"
+            elif oracle == "frozen":
+                detail = ("some parameters changed without being trained: no optimizer step updated them with a "
+                          f"gradient ({', '.join(r['untrained'])})")
             if oracle == "accuracy":
                 score = r.get("score")
                 detail += (f" ({score:.3f}, below {run.threshold:.3f})" if score is not None

@@ -4,7 +4,9 @@
 ``__main__`` with ``CLINIC_SEED`` and ``CLINIC_OUT`` set, and writes ``OUT_DIR/report.json``. Nothing the script
 prints is trusted: the losses are taken from every ``backward()`` call, the memory in use after each of them,
 which parameters of the first model trained never changed, how the steps were made (optimizer steps, backward
-calls, and the backward calls that found the model's gradients not cleared), the error raised (with the catalog
+calls, the backward calls that found the model's gradients not cleared, the steps given gradients other than
+backward() left them, the learning rates used, the parameters changed but never updated by a step with a gradient,
+and what each ``load_state_dict`` of the script missed), the error raised (with the catalog
 id ``explain()`` gives it), and the score the runner computes itself by loading the script's checkpoint into its
 ``build_model()`` and calling its ``predict()`` on held-out data the runner draws itself (a split the script never
 reads), with how many of those predictions differ from the working script's evaluation on the same model.
@@ -91,6 +93,12 @@ def _memory_in_use() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _gradient_sum(module) -> float:
+    """A fingerprint of a model's gradients: the sum of their absolute values (a clipped or rescaled gradient
+    changes it; the same gradients give the same float)."""
+    return float(sum(float(p.grad.abs().sum()) for p in module.parameters() if p.grad is not None))
+
+
 def _as_array(pred) -> np.ndarray:
     import torch
 
@@ -155,7 +163,8 @@ def run(template: str, script: str, out_dir: Path, seed: int) -> dict:
     report: dict = {"template": template, "seed": seed, "losses": [], "memory": [], "error": None, "error_id": None,
                     "root_error_id": None,
                     "frozen": [], "parameters": 0, "score": None, "score_note": None, "warning_ids": [],
-              "evaluation_changes": None, "steps": 0, "backward_calls": 0, "uncleared": 0}
+              "evaluation_changes": None, "steps": 0, "backward_calls": 0, "uncleared": 0, "untrained": [],
+              "grads_changed": 0, "lr": None, "loads": []}
 
     original_backward = torch.Tensor.backward
 
@@ -168,12 +177,14 @@ def run(template: str, script: str, out_dir: Path, seed: int) -> dict:
                 report["uncleared"] += 1
         result = original_backward(self, *args, **kwargs)
         report["memory"].append(_memory_in_use())
+        if tracked["module"] is not None:
+            tracked["grads"] = _gradient_sum(tracked["module"])
         return result
 
     # The first module trained at the top level is the model; each of its parameters is copied the first time it
     # is seen initialised, before its outermost forward and again after it: a lazy module's parameters come into
     # being in the first forward, a layer built in forward() in every one, and both must be judged (issue 36).
-    tracked: dict = {"module": None, "first": {}}
+    tracked: dict = {"module": None, "first": {}, "grads": None, "with_gradient": set(), "stepped": set()}
     depth = [0]
 
     def snapshot(module):
@@ -195,15 +206,41 @@ def run(template: str, script: str, out_dir: Path, seed: int) -> dict:
             snapshot(module)
 
     from torch.nn.modules import module as module_mod
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    def step_pre_hook(optimizer, args, kwargs):
+        # What the step is given: the gradients as backward() left them (clipping or scaling them in between is
+        # not how the working script trains), the learning rate, and which parameters it updates with a gradient.
+        lrs = [float(g["lr"]) for g in optimizer.param_groups if isinstance(g.get("lr"), int | float)]
+        if lrs:
+            low, high = report["lr"] or (min(lrs), max(lrs))
+            report["lr"] = [min(low, *lrs), max(high, *lrs)]
+        if tracked["module"] is None:
+            return
+        if tracked["grads"] is not None and _gradient_sum(tracked["module"]) != tracked["grads"]:
+            report["grads_changed"] += 1
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                tracked["stepped"].add(id(p))
+                if p.grad is not None and id(p) not in tracked["with_gradient"] and bool(p.grad.any()):
+                    tracked["with_gradient"].add(id(p))
 
     def step_hook(optimizer, args, kwargs):
         report["steps"] += 1
 
+    original_load = torch.nn.Module.load_state_dict
+
+    def load_state_dict(self, *args, **kwargs):  # what the script's own restore loads (a strict=False that
+        result = original_load(self, *args, **kwargs)  # loads nothing is no restore)
+        report["loads"].append([len(result.missing_keys), len(result.unexpected_keys)])
+        return result
+
     handles = [module_mod.register_module_forward_pre_hook(pre_hook),
                module_mod.register_module_forward_hook(post_hook, always_call=True),
+               register_optimizer_step_pre_hook(step_pre_hook),
                register_optimizer_step_post_hook(step_hook)]
     torch.Tensor.backward = backward
+    torch.nn.Module.load_state_dict = load_state_dict
     ns: dict | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -218,6 +255,7 @@ def run(template: str, script: str, out_dir: Path, seed: int) -> dict:
                 report["root_error_id"] = root.id if root else None
         finally:
             torch.Tensor.backward = original_backward
+            torch.nn.Module.load_state_dict = original_load
             for h in handles:
                 h.remove()
     for w in caught:
@@ -230,6 +268,9 @@ def run(template: str, script: str, out_dir: Path, seed: int) -> dict:
         first = tracked["first"]
         report["frozen"] = [n for n, p in named.items() if id(p) in first and first[id(p)][0] is p
                             and torch.equal(p.detach(), first[id(p)][1])]
+        if report["steps"]:  # changed, but not by an optimizer step with a gradient: nudged by hand
+            report["untrained"] = [n for n, p in named.items() if n not in report["frozen"]
+                                   and not (id(p) in tracked["stepped"] and id(p) in tracked["with_gradient"])]
     if ns is not None:
         try:
             report["score"], report["score_note"] = _score(template, ns, out_dir, report)

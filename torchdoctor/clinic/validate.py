@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +26,13 @@ from torchdoctor.clinic.operators import (
     get_operator,
     revert,
 )
-from torchdoctor.clinic.oracles import accuracy_threshold, clean_problems, fired, symptoms
+from torchdoctor.clinic.oracles import (
+    accuracy_threshold,
+    clean_problems,
+    fired,
+    printed_lines,
+    symptoms,
+)
 from torchdoctor.clinic.surface import base_template, variant_of
 from torchdoctor.clinic.templates import template_source
 
@@ -66,6 +73,8 @@ class Zygote:
                                f"{output[-3000:]}")
         report = json.loads(report_path.read_text())
         report["wall_s"] = answer["wall_s"]
+        output = workdir / "output.txt"
+        report["printed"] = printed_lines(output.read_text(errors="replace"), str(workdir)) if output.exists() else []
         return report
 
     def close(self) -> None:
@@ -246,8 +255,12 @@ def validate(templates: list[str] | None = None, operators: list[str] | None = N
         scores = [r.get("score") for r in runs]
         ok_scores = [s for s in scores if s is not None]
         threshold = accuracy_threshold(ok_scores) if ok_scores else float("nan")
+        printed = Counter(runs[0].get("printed", []))
+        for r in runs[1:]:  # the lines every seed printed (decimals masked): what a fix must still print
+            printed &= Counter(r.get("printed", []))
         matrix.clean[t] = {"scores": scores, "threshold": threshold, "problems": problems,
-                           "seconds": sum(r.get("wall_s", 0) for r in runs)}
+                           "seconds": sum(r.get("wall_s", 0) for r in runs), "printed": list(printed.elements()),
+                           "loads": min(len(r.get("loads", [])) for r in runs)}
     for op, t in pairs:
         case = CaseResult(op.id, t, op.chapter, op.label, op.oracle)
         clean = matrix.clean[t]

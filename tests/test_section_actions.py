@@ -27,14 +27,7 @@ RECAP = re.compile(r"^(\d+\.\s*)?Summary$")
 NOT_YET: dict[str, set[str]] = {
     "02_gradients": {
         "1. No `grad_fn`: the graph was never recorded, or it was cut",
-        "2. `backward()` on a non-scalar",
-        "3. Backward twice, and why `retain_graph=True` is the wrong fix",
-        "4. An in-place change of a tensor saved for backward",
-        "5. A leaf that requires grad, changed in place",
-        "6. `zero_grad`: gradients add up",
-        "7. Exploding gradients",
         "8. Vanishing gradients",
-        "9. NaN hunting",
         "What older tutorials get wrong",
     },
     "03_memory": {

@@ -9,9 +9,10 @@ nbgrader's hardened autograde.
 - ``students/<id>/<name>.ipynb``: the released notebook with that student's case code filled in;
 - ``roster.csv``: student, case code, template, bug: the instructor's key (it names every bug).
 
-A student's case is drawn from SEED and the student id (an HMAC), among the validated cases of the fast templates
-as written (the digits MLP and linear regression: a fix trains in seconds; not their surface variants), the memory
-leaks included (measured in the grading jail as in the gate). Nothing in a notebook decides the grade:
+Students' cases are dealt from SEED and the student ids (HMACs), among the validated cases of the fast templates (the
+digits MLP and linear regression: a fix trains in seconds) and their surface variants, the memory leaks included
+(measured in the grading jail as in the gate): half of a class gets a bug that raises an error, half a silent one, and
+no two students get the same script while the pool lasts (``assign``). Nothing in a notebook decides the grade:
 ``grading.exam_verdict`` takes each student's case from the roster and judges outside the kernel. The grading
 kernels may read the course manifest and the chapter notebooks (``pointer_files``), so that the feedback names the
 section that teaches the bug.
@@ -74,18 +75,51 @@ def student_ids(count: int | None, roster_file: Path | None) -> list[str]:
 
 
 def exam_pool() -> list[dict]:
-    """The validated cases an exam draws from, in cases.json's order."""
+    """The validated cases an exam draws from, in cases.json's order: the fast templates and their surface variants
+    (the same bug with the script's own names renamed: another script to read)."""
     from torchdoctor.clinic.practice import available
+    from torchdoctor.clinic.surface import base_template
 
-    return [e for e in available() if e["template"] in FAST_TEMPLATES]
+    return [e for e in available() if base_template(e["template"]) in FAST_TEMPLATES]
 
 
-def case_for(seed: str, student: str, pool: list[dict]) -> tuple[dict, int]:
-    """The student's case, as its cases.json entry and run seed: an HMAC of the student id keyed by SEED."""
+def _digest(seed: str, text: str) -> bytes:
+    return hmac.new(seed.encode(), text.encode(), hashlib.sha256).digest()
+
+
+def _deal(seed: str, entries: list[dict]) -> list[dict]:
+    """``entries`` in the order they are dealt: every bug once (shuffled by SEED) before any bug's second script (a
+    surface variant), and so on."""
+    from torchdoctor.clinic.surface import base_template
+
+    def key(e: dict, what: str) -> bytes:
+        return _digest(seed, f"{what}/{e['template']}/{e['operator']}")
+
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for e in entries:
+        groups.setdefault((base_template(e["template"]), e["operator"]), []).append(e)
+    ordered = sorted(groups.values(), key=lambda g: key(g[0], "bug"))
+    ordered = [sorted(g, key=lambda e: key(e, "script")) for g in ordered]
+    return [g[i] for i in range(max(map(len, ordered), default=0)) for g in ordered if i < len(g)]
+
+
+def assign(seed: str, students: list[str], pool: list[dict]) -> dict[str, tuple[dict, int]]:
+    """Each student's case, as its cases.json entry and run seed, dealt so that a class has as many bugs that raise
+    an error as silent ones (one more of either at most: the two kinds are read differently) and no two students
+    the same script until every script of a kind is given out (60 scripts on the fast templates). Who gets which is
+    an HMAC of the student id keyed by SEED; the deal depends on the whole class, so the roster is written once."""
     from torchdoctor.clinic.practice import MAX_SEED
 
-    digest = hmac.new(seed.encode(), student.encode(), hashlib.sha256).digest()
-    return pool[int.from_bytes(digest[:8], "big") % len(pool)], int.from_bytes(digest[8:16], "big") % (MAX_SEED + 1)
+    kinds = {kind: _deal(seed, [e for e in pool if e["kind"] == kind]) for kind in ("error", "silent")}
+    kinds = {k: v for k, v in kinds.items() if v}
+    order = sorted(students, key=lambda s: _digest(seed, f"student/{s}"))
+    first = sorted(kinds, key=lambda k: _digest(seed, f"kind/{k}"))
+    drawn = {}
+    for i, student in enumerate(order):
+        dealt = kinds[first[i % len(first)]]
+        run_seed = int.from_bytes(_digest(seed, f"seed/{student}")[:8], "big") % (MAX_SEED + 1)
+        drawn[student] = (dealt[(i // len(first)) % len(dealt)], run_seed)
+    return {student: drawn[student] for student in students}
 
 
 def _cell(kind: str, cell_id: str, source: str, grade_id: str | None = None, solution: bool = False,
@@ -227,7 +261,7 @@ def build(students: list[str], seed: str, out: Path, name: str, force: bool = Fa
     from torchdoctor.clinic.practice import Case
 
     pool = exam_pool()
-    drawn = {student: case_for(seed, student, pool) for student in students}
+    drawn = assign(seed, students, pool)
     cases = {student: Case(entry["template"], entry["operator"], run_seed) for student, (entry, run_seed) in
              drawn.items()}
     roster = {student: case.code for student, case in cases.items()}

@@ -25,6 +25,7 @@ from course_tools.grading import exam_verdict
 from course_tools.grading.exam_static import refusals
 from course_tools.release import nbgrader_env
 from torchdoctor.clinic.practice import Case
+from torchdoctor.clinic.surface import base_template
 from torchdoctor.clinic.templates import template_source
 
 SEED = "exam-test"
@@ -183,12 +184,29 @@ def test_students_from_a_number_or_a_file(tmp_path):
 
 def test_cases_are_fast_measurable_and_drawn_from_seed_and_student():
     pool = clinic_exam.exam_pool()
-    assert {e["template"] for e in pool} == set(clinic_exam.FAST_TEMPLATES)
+    assert {base_template(e["template"]) for e in pool} == set(clinic_exam.FAST_TEMPLATES)
     assert {e["oracle"] for e in pool} >= {"error", "memory", "accuracy"}  # the leaks too: measured in the jail
-    draw = clinic_exam.case_for
-    assert draw("s", "ada", pool) == draw("s", "ada", pool)
-    assert len({(draw("s", f"x{i}", pool)[0]["operator"], draw("s", f"x{i}", pool)[1]) for i in range(20)}) > 10
-    assert draw("s", "ada", pool) != draw("t", "ada", pool)
+    class_ = [f"x{i}" for i in range(20)]
+    assert clinic_exam.assign("s", class_, pool) == clinic_exam.assign("s", class_, pool)
+    assert clinic_exam.assign("s", class_, pool) != clinic_exam.assign("t", class_, pool)
+
+
+def test_a_class_of_thirty_gets_thirty_scripts_half_of_them_silent():
+    """Issue 36: two of 8 students drew the same script; a class of 30 now gets 30 different scripts, 15 bugs that
+    raise an error and 15 silent ones, every bug once before a bug's second script (a surface variant)."""
+    pool = clinic_exam.exam_pool()
+    students = clinic_exam.student_ids(30, None)
+    for seed in ("exam-a", "exam-b", "2026 spring"):
+        drawn = clinic_exam.assign(seed, students, pool)
+        scripts = {Case(e["template"], e["operator"], run_seed).script for e, run_seed in drawn.values()}
+        assert len(scripts) == 30, seed
+        kinds = [e["kind"] for e, _ in drawn.values()]
+        assert kinds.count("error") == kinds.count("silent") == 15, seed
+        bugs = [(base_template(e["template"]), e["operator"]) for e, _ in drawn.values()]
+        for kind in ("error", "silent"):
+            offered = {(base_template(e["template"]), e["operator"]) for e in pool if e["kind"] == kind}
+            given = [b for b, k in zip(bugs, kinds, strict=True) if k == kind]
+            assert len(set(given)) == min(len(offered), len(given)), (seed, kind)
 
 
 def test_bad_input_is_refused_with_a_clear_message(tmp_path, capsys):

@@ -25,11 +25,6 @@ RECAP = re.compile(r"^(\d+\.\s*)?Summary$")
 
 # Sections that do not yet end with a learner action (issue 33 adds one to each, then removes it from here).
 NOT_YET: dict[str, set[str]] = {
-    "02_gradients": {
-        "1. No `grad_fn`: the graph was never recorded, or it was cut",
-        "8. Vanishing gradients",
-        "What older tutorials get wrong",
-    },
     "03_memory": {
         "Check yourself",
         "What older tutorials get wrong",

@@ -16,16 +16,20 @@ box reads search-index.js, written beside the pages (every section of every page
 The site has both languages of the course (issue 24): every page whose notebook has a ready Chinese edition
 (``zh_CN = "ready"`` in course.toml) has a twin under zh_CN/, and the bar on every page has a language switch
 (English <-> 中文) to the same page in the other language, or to the other language's contents where there is no
-twin (the guides are English only). A Chinese page is the English executed notebook with its markdown cells
-replaced, by cell id, by those of the Chinese notebook that course_tools.i18n builds from the catalogue: the code
-is identical, so its outputs are the English run's and nothing is executed a second time. Its downloadable notebook
-and homework starter are the Chinese ones (the starter built from exercises/<a>/<a>.ipynb and its catalogue).
+twin (the guides are English only). A Chinese page is the Chinese notebook as `python -m course_tools.i18n run`
+executed it (the library prints Chinese there: explain(), the summary tables, the check-yourself feedback), with
+its markdown as the catalogue gives it now; `make site` executes the Chinese notebooks that are missing or older
+than their notebook or catalogue, as it does the English ones. Where a Chinese run is missing (--no-run, the tests'
+sites) the page is the English run with the Chinese markdown, and says so. Its downloadable notebook and homework
+starter are the Chinese ones (the starter built from exercises/<a>/<a>.ipynb and its catalogue). The frame's words
+(bar, search box, links) are FRAME, translated by locale/zh_CN/site.po; the search cuts Chinese into character
+bigrams (search.js), so a two-character term such as 显存 is found.
 
 ``--library-reference`` rewrites the generated part of docs/library.md from the docstrings of ``torchdoctor.__all__``
 (tests/test_docs.py fails when it is stale) and builds nothing.
 
 Usage: python -m course_tools.site [--out build/site] [--no-run] [--device auto|cpu|cuda|mps] [--library-reference]
-       [--language en|zh_CN]  (only which contents page the last line names: the site always has both)
+       [--update-catalogue] [--language en|zh_CN]  (only which contents page the last line names: the site has both)
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from pathlib import Path
 import jinja2
 import markupsafe
 import nbformat
+import polib
 
 from course_tools import i18n
 from course_tools.release import REPO
@@ -70,6 +75,7 @@ GUIDES = {
 }
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+FRAME_NOTE = "Interactive in JupyterLab: run the notebook to use these controls."
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,11 @@ class Page:
     def executed_in(self, folder: Path) -> Path:
         return folder / self.notebook
 
+    def chinese_executed_in(self, folder: Path) -> Path:
+        """Where `python -m course_tools.i18n run` writes the executed Chinese notebook: build/zh_CN/<notebook>
+        under `folder`."""
+        return folder / i18n.built_path(self.notebook).relative_to(REPO)
+
 
 def pages() -> list[Page]:
     manifest = load_manifest()
@@ -103,22 +114,43 @@ def pages() -> list[Page]:
     return chapters + references
 
 
-def ensure_executed(wanted: list[Page], run: bool, device: str) -> None:
-    """Execute (FAST mode) the notebooks whose executed copy is missing or older than the source."""
+def _stale(executed: Path, *sources: Path) -> bool:
+    return executed.stat().st_mtime < max(source.stat().st_mtime for source in sources)
+
+
+def ensure_executed(wanted: list[Page], run: bool, device: str, chinese: list[Page] = ()) -> None:
+    """Execute (FAST mode) the notebooks whose executed copy is missing or older than the source: the English ones,
+    and the Chinese ones of `chinese` (built from the catalogue, run with their language, through the runner's
+    checks). Without `run`, a missing English copy is an error and a missing Chinese one a warning: that page shows
+    the English run's outputs."""
     missing = [p.notebook for p in wanted if not p.executed.exists()]
-    stale = [p.notebook for p in wanted
-             if p.executed.exists() and p.executed.stat().st_mtime < (REPO / p.notebook).stat().st_mtime]
+    stale = [p.notebook for p in wanted if p.executed.exists() and _stale(p.executed, REPO / p.notebook)]
+    chinese_missing = [p.notebook for p in chinese if not p.chinese_executed_in(BUILD).exists()]
+    chinese_stale = [p.notebook for p in chinese if p.notebook not in chinese_missing and _stale(
+        p.chinese_executed_in(BUILD), REPO / p.notebook, i18n.catalogue_path(p.notebook))]
     if not run:
         if missing:
             raise SystemExit(f"not executed yet: {', '.join(missing)}. Run `make test-notebooks` (or leave out "
                              "--no-run).")
         if stale:
             print(f"warning: executed before their last change, published as they were: {', '.join(stale)}")
+        if chinese_missing:
+            print(f"warning: not executed in Chinese, their Chinese pages show the English run's outputs: "
+                  f"{', '.join(chinese_missing)}. Run `make i18n-test-notebooks` (or leave out --no-run).")
+        if chinese_stale:
+            print(f"warning: executed in Chinese before their last change (or their catalogue's), published as they "
+                  f"were: {', '.join(chinese_stale)}")
         return
     if missing or stale:
         print(f"executing first: {', '.join(missing + stale)}", flush=True)
         subprocess.run([sys.executable, "-m", "course_tools.run_notebooks", "--device", device, *missing, *stale],
                        cwd=REPO, check=True)
+    if chinese_missing or chinese_stale:
+        redo = chinese_missing + chinese_stale
+        print(f"executing in Chinese first: {', '.join(redo)}", flush=True)
+        subprocess.run([sys.executable, "-m", "course_tools.i18n", "build", *redo], cwd=REPO, check=True)
+        subprocess.run([sys.executable, "-m", "course_tools.i18n", "run", "--device", device, *redo], cwd=REPO,
+                       check=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -157,8 +189,9 @@ def _widget_html(model_id: str, state: dict, depth: int = 0) -> str:
     return ""
 
 
-def static_widgets(nb: nbformat.NotebookNode) -> int:
-    """Replace each widget output by HTML drawn from the saved widget state; return how many were replaced."""
+def static_widgets(nb: nbformat.NotebookNode, note: str = FRAME_NOTE) -> int:
+    """Replace each widget output by HTML drawn from the saved widget state; return how many were replaced. `note`
+    goes under the controls a static page cannot run (in the page's language)."""
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     replaced = 0
     for cell in nb.cells:
@@ -169,11 +202,11 @@ def static_widgets(nb: nbformat.NotebookNode) -> int:
             drawn = _widget_html(data[WIDGET_VIEW].get("model_id", ""), state)
             interactive = any(m.get("model_name") in ("TextModel", "DropdownModel")
                               for m in (state.get(data[WIDGET_VIEW].get("model_id", ""), {}),))
-            note = ('<p class="td-note">Interactive in JupyterLab: run the notebook to use these controls.</p>'
-                    if interactive or "<input" in drawn or "<select" in drawn else "")
+            shown_note = (f'<p class="td-note">{html.escape(note)}</p>'
+                          if interactive or "<input" in drawn or "<select" in drawn else "")
             del data[WIDGET_VIEW]
             if drawn:
-                data["text/html"] = drawn + note
+                data["text/html"] = drawn + shown_note
             replaced += 1
     nb.metadata.pop("widgets", None)  # no widget manager (and no script from a CDN) on a static page
     return replaced
@@ -447,22 +480,35 @@ class _Sections(HTMLParser):
 
 
 SECTION_TEXT = 1500  # characters of each section's text kept in the index
+CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")  # the characters search.js cuts into bigrams (the same range)
 
 
 def page_sections(body: str) -> list[tuple[str, str, str]]:
+    """(anchor, heading, whole text) of each section of a page."""
     parser = _Sections()
     parser.feed(body)
     parser.close()
-    return [(anchor, heading, " ".join("".join(text).split())[:SECTION_TEXT])
+    return [(anchor, heading, " ".join("".join(text).split()))
             for anchor, heading, text in parser.sections if heading or "".join(text).strip()]
 
 
+def cjk_bigrams(text: str) -> list[str]:
+    """Every pair of adjacent Chinese characters of `text`, once each, sorted: Chinese writes no spaces between
+    words, so the search looks a term up by its bigrams (a two-character word such as 显存 is one)."""
+    return sorted({run[i:i + 2] for run in CJK_RUN.findall(text) for i in range(len(run) - 1)})
+
+
 def search_entries(href: str, label: str, kind: str, body: str) -> list[dict]:
-    """The index entries of one page: one per section, with the page's label, the section's link and its text."""
+    """The index entries of one page: one per section, with the page's label, the section's link, the start of its
+    text and, where it has Chinese, the bigrams of its whole text (``grams``, space-separated)."""
     entries = []
     for anchor, heading, text in page_sections(body):
-        entries.append({"page": label, "kind": kind, "title": heading or label,
-                        "href": f"{href}#{anchor}" if anchor else href, "text": text})
+        entry = {"page": label, "kind": kind, "title": heading or label,
+                 "href": f"{href}#{anchor}" if anchor else href, "text": text[:SECTION_TEXT]}
+        grams = cjk_bigrams(f"{heading} {text}")
+        if grams:
+            entry["grams"] = " ".join(grams)
+        entries.append(entry)
     return entries
 
 
@@ -474,14 +520,21 @@ def write_search_index(out: Path, entries: list[dict]) -> Path:
     return target
 
 
-def navigation(current: str, root: str = "", switch: dict | None = None) -> markupsafe.Markup:
-    """The bar on every page: the course, the guides by reader, the search box and the language switch. `root` is
-    the way from the page's folder to the site's root ("" or "../" for a page under zh_CN/); `switch` is the other
-    language's link: {"href", "label", "lang"} (`language_switch`)."""
+def navigation(current: str, root: str = "", switch: dict | None = None, language: str = "en") -> markupsafe.Markup:
+    """The bar on every page: the course, the guides by reader, the search box and the language switch, in the
+    page's `language`. `root` is the way from the page's folder to the site's root ("" or "../" for a page under
+    zh_CN/); `switch` is the other language's link: {"href", "label", "lang", "twin"} (`language_switch`)."""
+    text = frame_text(language)
     templates = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE / "torchdoctor"), autoescape=True)
+    switch_title = None
+    if switch:
+        switch_title = text["switch_twin" if switch["twin"] else "switch_contents"].format(language=switch["label"])
+    kinds = {kind: text[f"kind/{kind}"] for kind in ("chapter", "cheat sheet", "guide")}
     return markupsafe.Markup(templates.get_template("nav.html.j2").render(
-        guides=[{"href": f"{stem}.html", "label": label, "about": about} for stem, (label, about) in GUIDES.items()],
-        current=current, root=root, switch=switch))
+        guides=[{"href": f"{stem}.html", "label": text[f"guide/{stem}"], "about": text[f"guide/{stem}/about"]}
+                for stem in GUIDES],
+        current=current, root=root, switch=switch, switch_title=switch_title, text=text,
+        kinds=json.dumps(kinds, ensure_ascii=False)))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -490,15 +543,62 @@ def navigation(current: str, root: str = "", switch: dict | None = None) -> mark
 CHINESE = i18n.LANGUAGE  # the folder of the Chinese pages, and the language's code in course.toml
 LANGUAGE_LABELS = {"en": "English", CHINESE: "中文"}
 HTML_LANG = {"en": "en", CHINESE: "zh-CN"}
-# The words of a chapter page's frame, per language (the notebook itself is translated by its catalogue).
-PAGE_TEXT = {
-    "en": {"download": "Download this notebook", "homework": "Homework", "contents": "Contents",
-           "planned": "planned", "executed": "Executed by the course's tests ({executed}); run it yourself in "
-                                             "JupyterLab."},
-    CHINESE: {"download": "下载本 notebook", "homework": "作业", "contents": "目录", "planned": "计划中",
-              "executed": "由课程的测试执行（{executed}）：代码与英文版完全相同，输出即英文版运行的输出；"
-                          "请在 JupyterLab 中自己运行它。"},
+# The words of the site's frame (the bar, the search box, a chapter page's links, the pager), by key. Their
+# translations are in one catalogue, locale/zh_CN/site.po (msgctxt "site/<key>"), kept in step with these by
+# `python -m course_tools.site --update-catalogue`; the notebooks themselves are translated by their own catalogues.
+FRAME = {
+    "download": "Download this notebook",
+    "homework": "Homework: {name}",
+    "contents": "Contents",
+    "planned": "planned",
+    "not_translated": "not in this language yet",
+    "executed": "Executed by the course's tests ({executed}); run it yourself in JupyterLab.",
+    "executed_in_english": "Executed by the course's tests ({executed}) in English: its outputs are the English "
+                           "run's, its text is Chinese; run it yourself in JupyterLab.",
+    "guides": "Guides:",
+    "search_placeholder": "Search chapters, cheat sheet, guides",
+    "search_label": "Search the course",
+    "nothing_found": "Nothing found for “{query}”.",
+    "kind/chapter": "chapter",
+    "kind/cheat sheet": "cheat sheet",
+    "kind/guide": "guide",
+    "switch_twin": "this page in {language}",
+    "switch_contents": "the contents in {language}",
+    "widget_note": FRAME_NOTE,
+    **{f"guide/{stem}": label for stem, (label, _) in GUIDES.items()},
+    **{f"guide/{stem}/about": about for stem, (_, about) in GUIDES.items()},
 }
+FRAME_CONTEXT = "site"
+FRAME_CATALOGUE = i18n.CATALOGUES / "site.po"
+
+
+def frame_template() -> polib.POFile:
+    """The untranslated catalogue of the frame's words."""
+    pot = polib.POFile(wrapwidth=i18n.WRAPWIDTH, check_for_duplicates=False)
+    pot.metadata = dict(i18n.HEADER)
+    pot.header = ("Chinese (zh_CN) words of the course site's frame (course_tools/site.py FRAME): the bar, the "
+                  "search box,\na chapter page's links. Written by `python -m course_tools.site --update-catalogue`; "
+                  "keep {placeholders}.")
+    for key, english in FRAME.items():
+        pot.append(polib.POEntry(msgctxt=f"{FRAME_CONTEXT}/{key}", msgid=english,
+                                      flags=["python-brace-format"] if "{" in english else []))
+    return pot
+
+
+def frame_text(language: str, catalogue: Path = FRAME_CATALOGUE) -> dict[str, str]:
+    """The frame's words in `language`: FRAME, each replaced by its translation where the catalogue has one (not
+    fuzzy) for the same English."""
+    if language == "en":
+        return dict(FRAME)
+    translated = {(e.msgctxt, e.msgid): e.msgstr for e in i18n.load(catalogue)
+                  if e.msgstr and "fuzzy" not in e.flags and not e.obsolete}
+    return {key: translated.get((f"{FRAME_CONTEXT}/{key}", english), english) for key, english in FRAME.items()}
+
+
+def update_frame_catalogue(catalogue: Path = FRAME_CATALOGUE) -> polib.POFile:
+    merged = i18n.merge(i18n.load(catalogue) if catalogue.is_file() else None, frame_template())
+    i18n.save(merged, catalogue)
+    return merged
 
 
 def language_switch(language: str, twin: str | None) -> dict:
@@ -515,11 +615,12 @@ def chinese_notebooks() -> set[str]:
 
 
 def chinese_executed(executed: nbformat.NotebookNode, notebook: str) -> nbformat.NotebookNode:
-    """The Chinese page's notebook: the English executed one (code, outputs, metadata as they ran) with each
-    markdown cell's source replaced by the Chinese notebook's cell of the same id. The Chinese notebook's code
-    cells are the English ones (it is built from the English notebook; `make i18n-check` checks it), so the English
-    outputs are its outputs; code cells are kept as executed (the runner fills in the check-yourself answers).
-    Every cell of the Chinese notebook must be in the executed one, as the same kind of cell."""
+    """The Chinese page's notebook: an executed one (code, outputs, metadata as they ran) with each markdown cell's
+    source replaced by the Chinese notebook's cell of the same id, as the catalogue gives it now. `executed` is the
+    Chinese run (its outputs printed in Chinese) or, where there is none, the English run: the Chinese notebook's
+    code cells are the English ones (`make i18n-check` checks it), only what the library prints differs. Code cells
+    are kept as executed (the runner fills in the check-yourself answers). Every cell of the Chinese notebook must
+    be in the executed one, as the same kind of cell."""
     chinese = i18n.build_notebook(notebook, i18n.load(i18n.catalogue_path(notebook)))
     by_id = {cell.id: cell for cell in chinese.cells}
     page = copy.deepcopy(executed)
@@ -589,36 +690,43 @@ def build_guides(out: Path, chapter_pages: dict[str, str], templates: jinja2.Env
 
 def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path = BUILD) -> list[Path]:
     """Write the site to `out` from the executed notebooks under `executed` (build/notebooks/, or a snapshot of
-    it: the tests use one): the English pages, then the Chinese ones under zh_CN/ from the same executed notebooks."""
+    it: the tests use one): the English pages, then the Chinese ones under zh_CN/, each from its Chinese run
+    (`executed`/build/zh_CN/<notebook>, written by `python -m course_tools.i18n run`) or, where there is none, from
+    the English run with the Chinese text (its page says so)."""
     from nbconvert import HTMLExporter
     from traitlets.config import Config
 
     wanted = pages()
+    ready_chinese = chinese_notebooks()
+    chinese_pages = [p for p in wanted if p.notebook in ready_chinese]
     if executed == BUILD:
-        ensure_executed(wanted, run, device)
+        ensure_executed(wanted, run, device, chinese_pages)
     if out.exists():
         shutil.rmtree(out)
     for folder in ("notebooks", "homework", f"{CHINESE}/notebooks", f"{CHINESE}/homework"):
         (out / folder).mkdir(parents=True)
 
-    def exporter_in(language: str) -> HTMLExporter:  # <html lang="..."> is its language_code, ISO 639-1 only
-        return HTMLExporter(config=Config({"TemplateExporter": {"extra_template_basedirs": [str(TEMPLATE)]},
-                                           "HTMLExporter": {"language_code": HTML_LANG[language][:2]}}),
+    # <html lang="...">: nbconvert takes ISO 639-1 codes only ("zh"), the page is set to its own below ("zh-CN")
+    exporter = HTMLExporter(config=Config({"TemplateExporter": {"extra_template_basedirs": [str(TEMPLATE)]}}),
                             template_name="torchdoctor")
 
     manifest = load_manifest()
-    ready_chinese = chinese_notebooks()
-    chinese_pages = [p for p in wanted if p.notebook in ready_chinese]
     executed_nbs = {p.notebook: nbformat.read(p.executed_in(executed), as_version=4) for p in wanted}
-    chinese_nbs = {p.notebook: chinese_executed(executed_nbs[p.notebook], p.notebook) for p in chinese_pages}
+    ran_in_chinese = {p.notebook for p in chinese_pages if p.chinese_executed_in(executed).is_file()}
+    chinese_nbs = {p.notebook: chinese_executed(
+        nbformat.read(p.chinese_executed_in(executed), as_version=4) if p.notebook in ran_in_chinese
+        else executed_nbs[p.notebook], p.notebook) for p in chinese_pages}
     chinese_labels = {p.notebook: chinese_title(chinese_nbs[p.notebook], p.label) for p in chinese_pages}
+
+    ready_pages = {p.notebook for p in wanted}
 
     def toc_of(language: str) -> list[dict]:
         shown = {p.notebook for p in (chinese_pages if language == CHINESE else wanted)}
         entries = [(c.notebook, c.label, c.covers) for c in manifest.chapters]
         entries += [(r.notebook, r.title, r.covers) for r in manifest.references]
         return [{"label": chinese_labels.get(notebook, label) if language == CHINESE else label, "covers": covers,
-                 "href": Path(notebook).with_suffix(".html").name if notebook in shown else None}
+                 "href": Path(notebook).with_suffix(".html").name if notebook in shown else None,
+                 "ready": notebook in ready_pages}
                 for notebook, label, covers in entries]
 
     written: list[Path] = []
@@ -628,13 +736,13 @@ def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path
         folder = out if language == "en" else out / CHINESE
         root = "" if language == "en" else "../"
         prefix = "" if language == "en" else f"{CHINESE}/"
-        text = PAGE_TEXT[language]
+        text = frame_text(language)
         toc = toc_of(language)
-        exporter = exporter_in(language)
         for i, page in enumerate(shown):
             nb = copy.deepcopy(executed_nbs[page.notebook] if language == "en" else chinese_nbs[page.notebook])
             label = page.label if language == "en" else chinese_labels[page.notebook]
-            static_widgets(nb)
+            nb.metadata["title"] = f"{label} · Torch Doctor"  # the page's <title> (nbconvert's default: "Notebook")
+            static_widgets(nb, text["widget_note"])
             settle_carriage_returns(nb)
             notebook_name = Path(page.notebook).name
             if language == "en":
@@ -652,17 +760,20 @@ def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path
             else:
                 student = None  # no Chinese edition of the homework yet: the page does not offer one
             if student:
-                homework = {"name": page.homework, "href": f"homework/{page.homework}.ipynb"}
+                homework = {"label": text["homework"].format(name=page.homework),
+                            "href": f"homework/{page.homework}.ipynb"}
             parameters = nb.metadata.get("papermill", {}).get("parameters", {})
             ran_with = ", ".join(f"{k}={v!r}" for k, v in parameters.items())
             previous = shown[i - 1] if i > 0 else None
             following = shown[i + 1] if i + 1 < len(shown) else None
             twin = (f"{CHINESE}/{page.html_name}" if page in chinese_pages else None) if language == "en" \
                 else page.html_name
+            in_english = language == CHINESE and page.notebook not in ran_in_chinese
             site = {
                 "title": label,
                 "lang": HTML_LANG[language],
-                "text": {key: words.format(executed=ran_with) for key, words in text.items()},
+                "text": {**text, "executed": text["executed_in_english" if in_english else "executed"].format(
+                    executed=ran_with)},
                 "toc": toc,
                 "current": page.html_name,
                 "notebook": f"notebooks/{notebook_name}",
@@ -674,9 +785,10 @@ def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path
                 "next_label": (following.label if language == "en" else chinese_labels[following.notebook])
                 if following else None,
                 "executed": ran_with,
-                "nav": navigation(page.html_name, root, language_switch(language, twin and root + twin)),
+                "nav": navigation(page.html_name, root, language_switch(language, twin and root + twin), language),
             }
             body, _ = exporter.from_notebook_node(nb, resources={"torchdoctor": site})
+            body = re.sub(r'<html lang="[^"]*">', f'<html lang="{HTML_LANG[language]}">', body, count=1)
             target = folder / page.html_name
             target.write_text(body, encoding="utf-8")
             written.append(target)
@@ -694,7 +806,7 @@ def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path
     chinese_index = templates.get_template("site_index_zh_CN.html.j2").render(
         toc=toc_of(CHINESE), homework={p.html_name: p.homework for p in chinese_pages if p.homework and
                                        (out / CHINESE / "homework" / f"{p.homework}.ipynb").is_file()},
-        nav=navigation("index.html", "../", language_switch(CHINESE, "../index.html")))
+        nav=navigation("index.html", "../", language_switch(CHINESE, "../index.html"), CHINESE))
     (out / CHINESE / "index.html").write_text(chinese_index, encoding="utf-8")
     written.append(out / CHINESE / "index.html")
 
@@ -724,7 +836,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="which contents page to name at the end (the site has both languages)")
     parser.add_argument("--library-reference", action="store_true",
                         help="rewrite the generated reference in docs/library.md from the docstrings, build nothing")
+    parser.add_argument("--update-catalogue", action="store_true",
+                        help=f"merge the frame's words (FRAME) into {FRAME_CATALOGUE.relative_to(REPO)}, build nothing")
     args = parser.parse_args(argv)
+    if args.update_catalogue:
+        merged = update_frame_catalogue()
+        print(f"{FRAME_CATALOGUE.relative_to(REPO)}: {len(merged.untranslated_entries())} untranslated, "
+              f"{len(merged.fuzzy_entries())} fuzzy")
+        return 0
     if args.library_reference:
         LIBRARY.write_text(library_with_reference(LIBRARY.read_text(encoding="utf-8")), encoding="utf-8")
         print(f"wrote the reference in {LIBRARY.relative_to(REPO)}")

@@ -2,13 +2,16 @@
 progress text, the check that keeps solutions off the site. tests/browser/test_site.py looks at the pages in
 Chromium."""
 
+import html
+import json
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from course_tools import site
+from course_tools import i18n, site
 from course_tools.release import REPO
 
 
@@ -122,12 +125,12 @@ def chinese_chapter() -> str:
     return chapters[0]
 
 
-def executed_copy(notebook: str) -> nbformat.NotebookNode:
-    """The committed notebook with an output on every code cell, as if the runner had executed it."""
+def executed_copy(notebook: str, word: str = "output") -> nbformat.NotebookNode:
+    """The committed notebook with an output on every code cell ("output 3"), as if the runner had executed it."""
     nb = nbformat.read(REPO / notebook, as_version=4)
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            cell.outputs = [new_output("stream", name="stdout", text=f"output {i}\n")]
+            cell.outputs = [new_output("stream", name="stdout", text=f"{word} {i}\n")]
             cell.execution_count = i
     return nb
 
@@ -166,33 +169,44 @@ def test_the_language_switch_leads_to_the_twin_or_to_the_other_contents():
     assert 'href="../students.html"' in nav and 'window.TD_SEARCH_ROOT = "../"' in nav
 
 
-def test_the_site_has_both_languages(tmp_path, monkeypatch):
-    """A site of two pages (a chapter with a Chinese edition, the cheat sheet without) from fake executed copies:
-    every page has the switch; the Chinese page shows the English outputs and offers the Chinese notebook and
-    homework; nothing is executed."""
-    notebook = chinese_chapter()
-    chosen = [p for p in site.pages() if p.notebook == notebook or p.notebook == "course/cheatsheet.ipynb"]
-    monkeypatch.setattr(site, "pages", lambda: chosen)
-    monkeypatch.setattr(site, "ensure_executed", lambda *a: pytest.fail("the test's site executes nothing"))
-    executed = tmp_path / "executed"
+ENGLISH_RUN, CHINESE_RUN = "printed-by-the-English-run", "中文运行的输出"
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> tuple[Path, list[site.Page]]:
+    """A site of chapters 01-03 (which hold the searched terms) and the cheat sheet, from fake executed copies
+    (nothing executed): each page's English run, and a Chinese run of each Chinese page but the cheat sheet's,
+    which keeps the English run's outputs."""
+    executed = tmp_path_factory.mktemp("executed")
+    names = ("01_dimensions", "02_gradients", "03_memory", "cheatsheet")
+    chosen = [p for p in site.pages() if Path(p.notebook).stem in names]
+    assert len(chosen) == len(names)
     for page in chosen:
         target = page.executed_in(executed)
         target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(executed_copy(page.notebook), target)
-    out = tmp_path / "site"
-    site.build(out, run=False, executed=executed)
+        nbformat.write(executed_copy(page.notebook, ENGLISH_RUN), target)
+        if page.notebook in site.chinese_notebooks() and page.notebook != "course/cheatsheet.ipynb":
+            target = page.chinese_executed_in(executed)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(executed_copy(page.notebook, CHINESE_RUN), target)
+    out = tmp_path_factory.mktemp("site") / "site"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(site, "pages", lambda: chosen)
+        patch.setattr(site, "ensure_executed", lambda *a: pytest.fail("the test's site executes nothing"))
+        site.build(out, run=False, executed=executed)
+    return out, chosen
 
+
+def test_the_site_has_both_languages(built_site):
+    """Every page has the switch; a Chinese page offers the Chinese notebook and homework; nothing is executed."""
+    out, chosen = built_site
     chapter = chosen[0]
+    notebook = chapter.notebook
     english = (out / chapter.html_name).read_text(encoding="utf-8")
     chinese = (out / "zh_CN" / chapter.html_name).read_text(encoding="utf-8")
-    assert '<html lang="zh">' in chinese and '<html lang="en">' in english
+    assert '<html lang="zh-CN">' in chinese and '<html lang="en">' in english
     assert f'href="zh_CN/{chapter.html_name}" hreflang="zh-CN"' in english
     assert f'href="../{chapter.html_name}" hreflang="en"' in chinese
-    assert "output 3" in chinese or "output 2" in chinese or "output 1" in chinese
-    cheatsheet = (out / "cheatsheet.html").read_text(encoding="utf-8")
-    if "course/cheatsheet.ipynb" not in site.chinese_notebooks():
-        assert 'href="zh_CN/index.html" hreflang="zh-CN"' in cheatsheet
-        assert not (out / "zh_CN" / "cheatsheet.html").exists()
     for guide in site.GUIDES:
         assert 'id="td-language-switch"' in (out / f"{guide}.html").read_text(encoding="utf-8")
     index = (out / "zh_CN" / "index.html").read_text(encoding="utf-8")
@@ -200,6 +214,7 @@ def test_the_site_has_both_languages(tmp_path, monkeypatch):
     downloaded = nbformat.read(out / "zh_CN" / "notebooks" / Path(notebook).name, as_version=4)
     assert all(not c.get("outputs") for c in downloaded.cells if c.cell_type == "code")
     assert downloaded.cells[0].source != nbformat.read(REPO / notebook, as_version=4).cells[0].source
+    assert downloaded.metadata["torchdoctor"]["language"] == "zh_CN"  # it speaks Chinese in any Jupyter
     if chapter.homework:
         starter = nbformat.read(out / "zh_CN" / "homework" / f"{chapter.homework}.ipynb", as_version=4)
         english_starter = nbformat.read(REPO / "exercises" / chapter.homework / f"{chapter.homework}.ipynb",
@@ -210,3 +225,94 @@ def test_the_site_has_both_languages(tmp_path, monkeypatch):
     index_js = (out / "search-index.js").read_text(encoding="utf-8")
     assert f'"href":"zh_CN/{chapter.html_name}' in index_js
     assert '"kind":"chapter","title"' in index_js and '"lang":"zh-CN"' in index_js
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The Chinese site in Chinese (issue 37 item 3): its outputs from the Chinese run, its titles, frame and search
+
+
+def frame_of(page: str) -> str:
+    """What a reader sees of the parts of a page that the site writes around the notebook (the bar, the page's links
+    and the pager): their text, and the placeholders, labels and tooltips of their elements."""
+    parts = re.findall(r'<nav [^>]*class="td-(?:bar|site-nav|pager)"[^>]*>.*?</nav>', page, flags=re.S)
+    assert len(parts) == 3, "a chapter page has the bar, its links and the pager"
+    frame = "\n".join(parts)
+    shown = re.findall(r'(?:placeholder|aria-label|title)="([^"]*)"', frame)
+    return html.unescape(" | ".join([re.sub(r"<[^>]+>", " | ", frame), *shown]))
+
+
+def test_a_chinese_page_shows_the_chinese_run_where_there_is_one(built_site):
+    out, chosen = built_site
+    for page in chosen:
+        if page.notebook not in site.chinese_notebooks():
+            continue
+        text = (out / "zh_CN" / page.html_name).read_text(encoding="utf-8")
+        if page.notebook == "course/cheatsheet.ipynb":  # no Chinese run: the English outputs, and the page says so
+            assert ENGLISH_RUN in text and CHINESE_RUN not in text, page.html_name
+            assert "输出是英文版运行的输出" in text
+        else:
+            assert CHINESE_RUN in text and ENGLISH_RUN not in text, page.html_name
+            assert "由课程的测试以中文执行" in text and "英文版运行" not in text, page.html_name
+
+
+def test_chinese_pages_have_chinese_titles_lang_and_frame(built_site):
+    out, chosen = built_site
+    english_frame = [words for key, words in site.FRAME.items() if "{" not in words]
+    for page in chosen:
+        if page.notebook not in site.chinese_notebooks():
+            continue
+        text = (out / "zh_CN" / page.html_name).read_text(encoding="utf-8")
+        built = i18n.build_notebook(page.notebook, i18n.load(i18n.catalogue_path(page.notebook)))
+        title = site.chinese_title(built, "no heading")
+        assert re.search(r"[\u4e00-\u9fff]", title), f"{page.notebook}: its first heading is not Chinese: {title}"
+        assert f"<title>{html.escape(title, quote=False)} · Torch Doctor</title>" in text, page.html_name
+        assert text.count('<html lang="zh-CN">') == 1, page.html_name
+        frame = frame_of(text)
+        shown = [words for words in english_frame if re.search(rf"\b{re.escape(words)}\b", frame)]
+        assert not shown, f"zh_CN/{page.html_name}: English words in its frame: {shown}"
+        assert "搜索章节、速查表、指南" in frame and "搜索课程" in frame and "下载本 notebook" in frame
+    english = (out / chosen[0].html_name).read_text(encoding="utf-8")
+    assert f"<title>{html.escape(chosen[0].label, quote=False)} · Torch Doctor</title>" in english
+    assert 'placeholder="Search chapters, cheat sheet, guides"' in english
+
+
+def test_the_frames_catalogue_is_complete_and_in_step_with_the_site():
+    catalogue = i18n.load(site.FRAME_CATALOGUE)
+    merged = i18n.merge(catalogue, site.frame_template())
+    assert not merged.untranslated_entries() and not merged.fuzzy_entries() and not merged.obsolete_entries()
+    assert [(e.msgctxt, e.msgid) for e in catalogue] == [(e.msgctxt, e.msgid) for e in site.frame_template()], (
+        "run `python -m course_tools.site --update-catalogue` and translate the new words")
+    glossary = i18n.load_glossary()
+    for entry in catalogue:
+        assert not i18n.verbatim_problems(entry.msgid, entry.msgstr), entry.msgctxt
+        assert not i18n.glossary_problems(entry.msgid, entry.msgstr, glossary), entry.msgctxt
+    chinese = site.frame_text("zh_CN")
+    assert all(chinese[key] != english for key, english in site.FRAME.items()), "an untranslated word"
+
+
+def test_chinese_is_indexed_by_its_character_bigrams():
+    assert site.cjk_bigrams("梯度爆炸了 and 显存") == ["度爆", "显存", "梯度", "炸了", "爆炸"]
+    assert site.cjk_bigrams("out of memory 显") == []
+    long = "<h2 id=\"a\">显存</h2><p>" + "x " * site.SECTION_TEXT + "叶子张量</p>"
+    entry = site.search_entries("zh_CN/03.html", "第 3 章", "chapter", long)[-1]
+    assert len(entry["text"]) == site.SECTION_TEXT and "叶子" not in entry["text"]
+    assert {"显存", "叶子", "子张", "张量"} <= set(entry["grams"].split()), "the whole section is indexed"
+
+
+def hits(index: list[dict], query: str) -> list[dict]:
+    """The Chinese entries search.js finds for a Chinese query: those holding each of its bigrams (as the browser
+    test checks it in Chromium)."""
+    wanted = site.cjk_bigrams(query)
+    assert wanted, query
+    return [e for e in index if e.get("lang") == "zh-CN"
+            and set(wanted) <= set(e.get("grams", "").split()) | set(site.cjk_bigrams(e["title"]))]
+
+
+@pytest.mark.parametrize("term", ["显存", "维度", "梯度爆炸", "叶子张量"])
+def test_a_chinese_term_finds_sections_of_the_chinese_pages(built_site, term):
+    out, _ = built_site
+    text = (out / "search-index.js").read_text(encoding="utf-8")
+    index = json.loads(text.removeprefix("window.TD_SEARCH_INDEX = ").rstrip().removesuffix(";"))
+    found = hits(index, term)
+    assert found, f"{term}: no section of a Chinese page"
+    assert all(e["href"].startswith("zh_CN/") for e in found)

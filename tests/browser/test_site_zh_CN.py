@@ -35,7 +35,7 @@ def test_the_language_switch_leads_to_the_chinese_twin_and_back(built_zh, page, 
         page.goto((built / entry.html_name).as_uri())
         page.locator("#td-language-switch").click()
         page.wait_for_url(f"**/zh_CN/{entry.html_name}")
-        assert page.evaluate("document.documentElement.lang") == "zh"
+        assert page.evaluate("document.documentElement.lang") == "zh-CN"
         executed = nbformat.read(entry.executed_in(snapshot), as_version=4)
         title = course_site.chinese_title(course_site.chinese_executed(executed, entry.notebook), entry.label)
         assert page.locator("nav.td-site-nav .td-home").inner_text() == title

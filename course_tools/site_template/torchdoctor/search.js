@@ -1,24 +1,43 @@
 // The course site's search box: works offline on the static pages. search-index.js (written by
 // course_tools/site.py) sets window.TD_SEARCH_INDEX: one entry per section of every chapter, of the cheat sheet and
-// of the guides, {page, kind, title, href, text}. Every word typed must occur in an entry; headings weigh most.
+// of the guides, {page, kind, title, href, text, lang, grams}. Every term typed must occur in an entry; headings weigh
+// most. Chinese has no spaces between words, so a run of Chinese characters typed is cut into its character bigrams
+// (显存溢出: 显存, 存溢, 溢出), each looked up in the entry's `grams` (every bigram of its whole section, written by
+// site.py) or its text: a two-character term is one bigram. Other words are looked up as they are typed.
 (function () {
   "use strict";
   const input = document.getElementById("td-search");
   const list = document.getElementById("td-search-results");
   if (!input || !list) return;
+  const CJK_RUN = /([\u3400-\u9fff\uf900-\ufaff]+)/;
+  const kinds = JSON.parse(input.dataset.kinds || "{}");
   const entries = (window.TD_SEARCH_INDEX || []).map(function (e) {
-    return {e: e, title: e.title.toLowerCase(), page: e.page.toLowerCase(), text: e.text.toLowerCase()};
+    return {e: e, title: e.title.toLowerCase(), page: e.page.toLowerCase(), text: e.text.toLowerCase(),
+            grams: new Set((e.grams || "").split(" "))};
   });
 
+  function terms(query) {
+    const found = [];
+    for (const word of query.toLowerCase().split(/\s+/)) {
+      for (const part of word.split(CJK_RUN)) {
+        if (!part) continue;
+        if (!CJK_RUN.test(part) || part.length === 1) { found.push(part); continue; }
+        for (let i = 0; i + 2 <= part.length; i++) found.push(part.slice(i, i + 2));
+      }
+    }
+    return found;
+  }
+
   function search(query) {
-    const terms = query.toLowerCase().split(/\s+/).filter(Boolean);
-    if (!terms.length) return [];
+    const wanted = terms(query);
+    if (!wanted.length) return [];
     const hits = [];
     for (const entry of entries) {
       let score = 0;
       let all = true;
-      for (const term of terms) {
-        const inTitle = entry.title.includes(term), inPage = entry.page.includes(term), inText = entry.text.includes(term);
+      for (const term of wanted) {
+        const inTitle = entry.title.includes(term), inPage = entry.page.includes(term);
+        const inText = entry.grams.has(term) || entry.text.includes(term);
         if (!inTitle && !inPage && !inText) { all = false; break; }
         score += (inTitle ? 10 : 0) + (inPage ? 3 : 0) + (inText ? 1 : 0);
       }
@@ -29,9 +48,10 @@
   }
 
   function snippet(entry, query) {
-    const term = query.toLowerCase().split(/\s+/).filter(Boolean)[0] || "";
+    const term = terms(query)[0] || "";
     let at = Math.max(0, entry.text.indexOf(term) - 60);
-    if (at > 0) at = entry.text.indexOf(" ", at) + 1;  // start at a word
+    const space = entry.text.indexOf(" ", at);
+    if (at > 0 && space >= 0 && space < at + 30) at = space + 1;  // start at a word where words have spaces
     const text = entry.e.text.slice(at, at + 180);
     return (at > 0 ? "… " : "") + text + (at + 180 < entry.e.text.length ? " …" : "");
   }
@@ -44,7 +64,7 @@
     if (!hits.length) {
       const li = document.createElement("li");
       li.className = "td-no-hit";
-      li.textContent = "Nothing found for “" + query + "”.";
+      li.textContent = (input.dataset.nothingFound || "Nothing found for “{query}”.").replace("{query}", query);
       list.appendChild(li);
     }
     for (const hit of hits) {
@@ -57,7 +77,8 @@
       title.textContent = hit.entry.e.title;
       const page = document.createElement("span");
       page.className = "td-hit-page";
-      page.textContent = hit.entry.e.page + " · " + hit.entry.e.kind + (hit.entry.e.lang === "zh-CN" ? " · 中文" : "");
+      page.textContent = hit.entry.e.page + " · " + (kinds[hit.entry.e.kind] || hit.entry.e.kind)
+        + (hit.entry.e.lang === "zh-CN" ? " · 中文" : "");
       const text = document.createElement("span");
       text.className = "td-hit-text";
       text.textContent = snippet(hit.entry, query);

@@ -53,10 +53,6 @@ NOT_YET: dict[str, set[str]] = {
     "07_convergence": {
         "What older tutorials get wrong",
     },
-    "08_accuracy": {
-        "4. Data leakage: a score that is too good",
-        "5. A checklist",
-    },
     "09_multi_gpu": {
         "2. Starting a process group",
         "5. `DistributedSampler` without `set_epoch`",

@@ -25,6 +25,7 @@ import nbformat
 
 from course_tools.notebook_check import check_executed, fill_reference_answers, skip_for_device
 from course_tools.progress_text import progress_bars_as_text
+from torchdoctor.explain_i18n import NOTEBOOK_ENV
 from torchdoctor.manifest import load_manifest
 from torchdoctor.quiz import STRICT
 
@@ -107,6 +108,10 @@ def run_one(path: Path, parameters: dict, build: Path = BUILD, starter: bool | N
     starter = is_starter(path) if starter is None else starter
     problems: list[str] = []
     os.environ[STRICT] = "1"   # the kernel inherits it: a check that rejects the reference answer raises
+    # The kernel is told its notebook as JupyterLab tells it, so torchdoctor speaks the notebook's language (a Chinese
+    # notebook's metadata says zh_CN); only for this kernel, so that the runner's own process stays as it was.
+    before = os.environ.get(NOTEBOOK_ENV)
+    os.environ[NOTEBOOK_ENV] = str(resolved)
     try:
         papermill.execute_notebook(
             nb,
@@ -121,6 +126,11 @@ def run_one(path: Path, parameters: dict, build: Path = BUILD, starter: bool | N
         pass  # papermill reports declared errors too; check_executed below tells them apart
     except Exception as exc:  # a dead kernel or a timeout: report it, then check what did run
         problems.append(f"execution stopped: {type(exc).__name__}: {exc}")
+    finally:
+        if before is None:
+            os.environ.pop(NOTEBOOK_ENV, None)
+        else:
+            os.environ[NOTEBOOK_ENV] = before
 
     executed = remove_error_markers(nbformat.read(out, as_version=4)) if out.exists() else nb
     progress_bars_as_text(executed)

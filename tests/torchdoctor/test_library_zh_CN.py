@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 import re
 import sys
 import types
@@ -231,7 +232,7 @@ def test_a_kernel_started_for_a_built_chinese_notebook_prints_chinese(no_languag
 
     notebook = i18n.build("course/cheatsheet.ipynb", out=tmp_path / "cheatsheet.ipynb")
     assert json.loads(notebook.read_text())["metadata"]["torchdoctor"]["language"] == "zh_CN"
-    env = {k: v for k, v in __import__("os").environ.items() if k != explain_i18n.ENV_LANG}
+    env = {k: v for k, v in os.environ.items() if k != explain_i18n.ENV_LANG}
     manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path),
                                        env=env | {explain_i18n.NOTEBOOK_ENV: str(notebook)})
     try:
@@ -262,3 +263,29 @@ def test_a_text_that_is_not_a_literal_cannot_be_extracted_and_fails(tmp_path, mo
     source.write_text('tr = translator("x")\nok = tr("fine {n}", n=1)\nbad = tr(f"not {ok}")\n')
     with pytest.raises(ValueError, match="module.py:3: tr\\(\\) needs a literal string"):
         _calls(source, {"tr": "x"})
+
+
+def test_the_notebook_runner_tells_the_kernel_its_notebook(no_language, tmp_path):
+    """`make i18n-test-notebooks` (papermill) runs a Chinese notebook in Chinese, as JupyterLab does, and an English
+    one in English; the runner's own process keeps no notebook."""
+    import nbformat
+
+    from course_tools.run_notebooks import run_one
+
+    printed_titles = []
+    for language in ("zh_CN", None):
+        nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                               "language": "python"}})
+        if language:
+            nb.metadata["torchdoctor"] = {"language": language}
+        nb.cells = [nbformat.v4.new_code_cell('DEVICE = "auto"\nFAST = False\nSEED = 0',
+                                              metadata={"tags": ["parameters"]}),
+                    nbformat.v4.new_code_cell("import torchdoctor\nprint(torchdoctor.chapter_title('memory'))")]
+        path = tmp_path / f"{language or 'en'}.ipynb"
+        nbformat.write(nb, path)
+        result = run_one(path, {"DEVICE": "cpu", "FAST": True, "SEED": 0}, build=tmp_path / "run")
+        assert result.problems == []
+        executed = nbformat.read(tmp_path / "run" / path.name, as_version=4)
+        printed_titles.append("".join(o.get("text", "") for o in executed.cells[-1].outputs).strip())
+    assert printed_titles == ["03 内存与显存", "03 Memory"]
+    assert explain_i18n.NOTEBOOK_ENV not in os.environ

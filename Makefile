@@ -105,9 +105,9 @@ test-notebooks-sweep: setup
 
 # The course site in build/site/ (open build/site/index.html): every ready chapter and the cheat sheet as executed by
 # `make test-notebooks` (those missing or older than their source are executed first), contents from course.toml.
-# Both languages in one site: the Chinese pages in build/site/zh_CN/ (the English run's outputs with the Chinese
-# markdown, nothing executed again), a language switch on every page. `make site LANG=zh_CN` builds the same site
-# and names build/site/zh_CN/index.html at the end.
+# Both languages in one site: the Chinese pages in build/site/zh_CN/, from the Chinese notebooks executed in Chinese
+# (those missing or older than their notebook or catalogue are executed first, as by `make i18n-test-notebooks`), a
+# language switch on every page. `make site LANG=zh_CN` builds the same site and names build/site/zh_CN/index.html.
 site: setup
 	$(LAB_CHECK)$(BIN)/python -m course_tools.site --device $(DEVICE) --language $(COURSE_LANG)
 

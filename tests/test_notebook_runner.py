@@ -197,7 +197,7 @@ def answer_cell(placeholder, reference):
     return new_code_cell(placeholder, metadata={"torchdoctor": {"answer": reference}})
 
 
-HINTS = '[Q1]\nnudge = "count the rows of the weight"\nnarrower = "out_features"\nanswer = "{expected}"\n'
+HINTS = '[Q1]\nnudge = "count the weight\'s rows"\nnarrower = "out_features"\nanswer = "{expected}"\nkeywords = []\n'
 
 
 def quiz_cells(tmp_path, reference):

@@ -55,11 +55,13 @@ def _say(template: str, **values) -> str:
     return explain_i18n.text(CONTEXT, template).format(**values)
 
 
-def load_hints(notebook: str, folder: str | Path = hints.FOLDER) -> None:
-    """Use ``torchdoctor/hints/<notebook>.toml`` for this kernel's questions (the chapter's setup cell calls it)."""
+def load_hints(notebook: str, folder: str | Path | None = None) -> None:
+    """Use ``torchdoctor/hints/<notebook>.toml`` (or ``<folder>/<notebook>.toml``) for this kernel's questions (the
+    chapter's setup cell calls it)."""
     global _chapter
-    hints.load(notebook, Path(folder))
-    _chapter = notebook, Path(folder)
+    chosen = notebook, Path(folder) if folder is not None else hints.FOLDER
+    hints.load(*chosen)
+    _chapter = chosen
     _attempts.clear()
     _fields.clear()
 

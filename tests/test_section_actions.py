@@ -54,9 +54,6 @@ NOT_YET: dict[str, set[str]] = {
         "What older tutorials get wrong",
     },
     "09_multi_gpu": {
-        "2. Starting a process group",
-        "5. `DistributedSampler` without `set_epoch`",
-        "6. Saving on rank 0, and the `module.` prefix",
         "9. On CUDA: `DataParallel` and `NCCL_DEBUG`",
     },
     "bug_clinic": {

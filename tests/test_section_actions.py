@@ -53,9 +53,6 @@ NOT_YET: dict[str, set[str]] = {
     "07_convergence": {
         "What older tutorials get wrong",
     },
-    "09_multi_gpu": {
-        "9. On CUDA: `DataParallel` and `NCCL_DEBUG`",
-    },
     "bug_clinic": {
         "6. Share a case by its code",
     },

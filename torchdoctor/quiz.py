@@ -166,7 +166,14 @@ class _Unmet(Exception):
 
 
 def reveal(question: str) -> None:
-    """Print the answer of ``question``: for a learner who has tried and asks for it."""
+    """Print the answer of ``question``: for a learner who has tried and asks for it. A question asked in parts
+    ("Q2 (from_numpy)", "Q2 (division)") reveals every part for ``reveal("Q2")``."""
+    if _chapter is not None and question not in hints.load(*_chapter):
+        parts = [name for name in hints.load(*_chapter) if name.startswith(question + " ")]
+        if parts:
+            for part in parts:
+                reveal(part)
+            return
     text = _question(question).text("answer")
     names = {name for _, name, _, _ in string.Formatter().parse(text) if name}
     known = _fields.get(question, {})

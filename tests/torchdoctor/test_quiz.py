@@ -18,6 +18,18 @@ keywords = ["in-place"]
 [Q1.misconceptions]
 off-by-one = "that counts the creation as a change too"
 
+["Q3 (a)"]
+nudge = "n"
+narrower = "m"
+answer = "part a"
+keywords = []
+
+["Q3 (b)"]
+nudge = "n"
+narrower = "m"
+answer = "part b"
+keywords = []
+
 [Q2]
 nudge = "look at the mean of each column"
 narrower = "dim=0 runs down the columns"
@@ -80,6 +92,11 @@ def test_strict_mode_raises_on_a_rejected_answer(hinted, monkeypatch, capsys):
         check_answer("Q1", None, expected=3)
     # a learner's turn without hints (the bug clinic's cases, drawn at random) has no reference answer to fill in
     assert quiz.answered("Turn 1, diagnosis", None) is False
+
+
+def test_reveal_of_a_question_in_parts_shows_every_part(hinted, capsys):
+    reveal("Q3")
+    assert capsys.readouterr().out == "Q3 (a), the answer: part a\nQ3 (b), the answer: part b\n"
 
 
 def test_reveal_before_the_check_ran_asks_for_it(hinted, capsys):

@@ -634,7 +634,7 @@ def chinese_executed(executed: nbformat.NotebookNode, notebook: str) -> nbformat
             cell.source = twin.source
     missing = sorted(set(by_id) - {c.get("id") for c in page.cells})
     if missing:
-        raise ValueError(f"{notebook}: cells {missing} are not in the executed English notebook: execute it again")
+        raise ValueError(f"{notebook}: cells {missing} are not in the executed notebook: execute it again")
     return page
 
 

@@ -155,7 +155,7 @@ def test_a_chinese_page_needs_every_cell_executed():
     notebook = chinese_chapter()
     english = executed_copy(notebook)
     del english.cells[-1]
-    with pytest.raises(ValueError, match="not in the executed English notebook"):
+    with pytest.raises(ValueError, match="not in the executed notebook"):
         site.chinese_executed(english, notebook)
 
 

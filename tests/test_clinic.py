@@ -4,6 +4,7 @@ make test of its own (`make clinic-gate`); its comparison with cases.json is che
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -307,3 +308,23 @@ def test_what_a_run_printed_is_compared_with_decimals_masked_and_zeros_kept():
     assert printed == ["epoch 0: loss #", "saved to <run>/checkpoint.pt; 228 batches", "mean 0", "w = [[#, #]]"]
     assert missing_lines(["a", "a", "b"], ["b", "a", "c"]) == ["a"]
     assert missing_lines(printed, printed + ["a warning"]) == []
+
+
+def test_a_run_killed_at_its_limit_runs_once_more_with_a_longer_one(monkeypatch, tmp_path):
+    """A clean template that a loaded machine made slow is not lost; one that hangs times out again."""
+    validate = importlib.import_module("torchdoctor.clinic.validate")   # the package exports a function of that name
+
+    limits = []
+
+    def fake_run(self, template, source, workdir, seed, timeout):
+        limits.append(timeout)
+        slow = template == "hangs" or len(limits) == 1
+        return {"template": template, "seed": seed, "timeout": timeout} if slow else {"template": template}
+
+    monkeypatch.setattr(validate.Zygote, "__init__", lambda self: None)
+    monkeypatch.setattr(validate.Zygote, "run", fake_run)
+    monkeypatch.setattr(validate.Zygote, "close", lambda self: None, raising=False)
+    slow = validate.run_all([("k", "slow", "", 0)], jobs=1, timeout=10, workdir=tmp_path)
+    assert limits == [10, 10 * validate.RETRY_FACTOR] and "timeout" not in slow[("k", "slow", 0)]
+    hangs = validate.run_all([("k", "hangs", "", 0)], jobs=1, timeout=10, workdir=tmp_path)
+    assert hangs[("k", "hangs", 0)]["timeout"] == 10 * validate.RETRY_FACTOR

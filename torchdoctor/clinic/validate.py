@@ -96,10 +96,15 @@ def run_script(template: str, source: str, workdir: Path, seed: int, timeout: fl
         return zygote.run(template, source, workdir, seed, timeout)
 
 
+RETRY_FACTOR = 3   # a run killed at its time limit is run again with this many times the limit
+
+
 def run_all(work: list[tuple[str, str, str, int]], jobs: int, timeout: float, workdir: Path,
             stop=None, progress=None) -> dict[tuple[str, str, int], dict]:
     """Run each (key, template, source, seed) of `work` side by side (`jobs` forked runners), in order; their
-    reports by (key, template, seed). Once `stop(key, report)` is true, the key's later runs are skipped."""
+    reports by (key, template, seed). Once `stop(key, report)` is true, the key's later runs are skipped. A run
+    killed at `timeout` runs once more with RETRY_FACTOR times it: under a heavy load (make test runs its parts side
+    by side) a clean template could pass the limit, and the gate would then lose its cases to the machine."""
     reports: dict[tuple[str, str, int], dict] = {}
     dead: set[tuple[str, str]] = set()
     lock = threading.Lock()
@@ -114,6 +119,8 @@ def run_all(work: list[tuple[str, str, str, int]], jobs: int, timeout: float, wo
             zygote = Zygote()
         try:
             report = zygote.run(t, source, workdir / t / key / f"seed{seed}", seed, timeout)
+            if report.get("timeout"):   # once more with 3x the limit: a loaded machine is slow, a hang hangs again
+                report = zygote.run(t, source, workdir / t / key / f"seed{seed}", seed, RETRY_FACTOR * timeout)
         finally:
             zygotes.put(zygote)
         with lock:

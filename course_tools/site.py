@@ -55,6 +55,7 @@ import polib
 
 from course_tools import i18n
 from course_tools.release import REPO
+from course_tools.site_answers import hide_answers
 from torchdoctor.manifest import load_manifest
 
 BUILD = REPO / "build" / "notebooks"
@@ -619,7 +620,7 @@ def chinese_executed(executed: nbformat.NotebookNode, notebook: str) -> nbformat
     source replaced by the Chinese notebook's cell of the same id, as the catalogue gives it now. `executed` is the
     Chinese run (its outputs printed in Chinese) or, where there is none, the English run: the Chinese notebook's
     code cells are the English ones (`make i18n-check` checks it), only what the library prints differs. Code cells
-    are kept as executed (the runner fills in the check-yourself answers). Every cell of the Chinese notebook must
+    are kept as executed (the page then hides the answers the runner filled in). Every cell of the Chinese notebook must
     be in the executed one, as the same kind of cell."""
     chinese = i18n.build_notebook(notebook, i18n.load(i18n.catalogue_path(notebook)))
     by_id = {cell.id: cell for cell in chinese.cells}
@@ -740,6 +741,7 @@ def build(out: Path = OUT, run: bool = True, device: str = "cpu", executed: Path
         toc = toc_of(language)
         for i, page in enumerate(shown):
             nb = copy.deepcopy(executed_nbs[page.notebook] if language == "en" else chinese_nbs[page.notebook])
+            hide_answers(nb, nbformat.read(REPO / page.notebook, as_version=4))  # the questions, not the answers
             label = page.label if language == "en" else chinese_labels[page.notebook]
             nb.metadata["title"] = f"{label} · Torch Doctor"  # the page's <title> (nbconvert's default: "Notebook")
             static_widgets(nb, text["widget_note"])

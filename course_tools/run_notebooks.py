@@ -12,10 +12,12 @@ Usage: python -m course_tools.run_notebooks [--device auto|cpu|cuda|mps] [--full
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -42,6 +44,22 @@ class RunResult:
     seconds: float
     skipped_cells: int = 0
     problems: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def kernel_environment(variables: dict[str, str]) -> Iterator[None]:
+    """Set ``variables`` for the kernels started inside, and give the runner's process back its own values after:
+    a process that runs a notebook and then starts JupyterLab (the test suite) must not hand the lab strict checks."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def homework_notebook(folder: str, assignment: str) -> Path:
@@ -107,30 +125,23 @@ def run_one(path: Path, parameters: dict, build: Path = BUILD, starter: bool | N
     fill_reference_answers(nb)
     starter = is_starter(path) if starter is None else starter
     problems: list[str] = []
-    os.environ[STRICT] = "1"   # the kernel inherits it: a check that rejects the reference answer raises
-    # The kernel is told its notebook as JupyterLab tells it, so torchdoctor speaks the notebook's language (a Chinese
-    # notebook's metadata says zh_CN); only for this kernel, so that the runner's own process stays as it was.
-    before = os.environ.get(NOTEBOOK_ENV)
-    os.environ[NOTEBOOK_ENV] = str(resolved)
-    try:
-        papermill.execute_notebook(
-            nb,
-            str(out),
-            parameters=parameters,
-            cwd=str(workdir),
-            progress_bar=False,
-            execution_timeout=CELL_TIMEOUT_S,
-            allow_errors=starter,
-        )
-    except papermill.PapermillExecutionError:
-        pass  # papermill reports declared errors too; check_executed below tells them apart
-    except Exception as exc:  # a dead kernel or a timeout: report it, then check what did run
-        problems.append(f"execution stopped: {type(exc).__name__}: {exc}")
-    finally:
-        if before is None:
-            os.environ.pop(NOTEBOOK_ENV, None)
-        else:
-            os.environ[NOTEBOOK_ENV] = before
+    # The kernel inherits both: strict checks (a check that rejects the reference answer raises), and its notebook
+    # as JupyterLab tells it, so torchdoctor speaks the notebook's language (a Chinese notebook's metadata says zh_CN).
+    with kernel_environment({STRICT: "1", NOTEBOOK_ENV: str(resolved)}):
+        try:
+            papermill.execute_notebook(
+                nb,
+                str(out),
+                parameters=parameters,
+                cwd=str(workdir),
+                progress_bar=False,
+                execution_timeout=CELL_TIMEOUT_S,
+                allow_errors=starter,
+            )
+        except papermill.PapermillExecutionError:
+            pass  # papermill reports declared errors too; check_executed below tells them apart
+        except Exception as exc:  # a dead kernel or a timeout: report it, then check what did run
+            problems.append(f"execution stopped: {type(exc).__name__}: {exc}")
 
     executed = remove_error_markers(nbformat.read(out, as_version=4)) if out.exists() else nb
     progress_bars_as_text(executed)

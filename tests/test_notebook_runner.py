@@ -1,5 +1,6 @@
 """The notebook check catches every way a notebook can break its declared errors."""
 
+import os
 import subprocess
 import sys
 
@@ -9,6 +10,8 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from course_tools.notebook_check import check_executed, skip_for_device
 from course_tools.run_notebooks import run_one
+from torchdoctor.explain_i18n import NOTEBOOK_ENV
+from torchdoctor.quiz import STRICT
 
 MISMATCH = r"mat1 and mat2 shapes cannot be multiplied \(4x20 and 10x3\)"
 PARAMETERS = {"DEVICE": "cpu", "FAST": True, "SEED": 0}
@@ -221,6 +224,16 @@ def test_reference_answers_are_filled_in_and_checked(tmp_path):
     assert "did not accept the reference answer: Q1: not yet: 4" in problem
     (problem,) = run_one(missing, PARAMETERS, build).problems
     assert "Q1: not answered yet." in problem
+
+
+def test_strict_checks_end_with_the_run(tmp_path, monkeypatch):
+    """The runner's kernel gets strict checks, the runner's process keeps its own environment: the test suite runs
+    notebooks, then starts a student's JupyterLab, whose unanswered questions must not raise (CI failed on it)."""
+    monkeypatch.delenv(STRICT, raising=False)
+    monkeypatch.setenv(NOTEBOOK_ENV, "the caller's notebook")
+    run_one(write(tmp_path, "right.ipynb", *quiz_cells(tmp_path, "q1 = 3")), PARAMETERS, tmp_path / "build")
+    assert STRICT not in os.environ
+    assert os.environ[NOTEBOOK_ENV] == "the caller's notebook"
 
 
 def test_progress_bars_are_kept_as_their_final_text(tmp_path):

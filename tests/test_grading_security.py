@@ -13,6 +13,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from course_tools.grading import attack_corpus
+from course_tools.grading.execute import SandboxedExecute
 from course_tools.grading.sandbox import ROOT_ROUTE, USERNS_ROUTE, Protections, probe
 from course_tools.grading.verdict import compare, judge
 from course_tools.grading.zygote import ALLOW_UNPROTECTED_ENV, DISABLE_ENV, refusal, unprotected_refusal
@@ -129,6 +130,16 @@ def test_unreadable_kernel_messages_cost_their_own_cell_only(graded):
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nbformat.read(path, as_version=4).cells}
     # dropped unread; its connection then resets, so the cell's "idle" is usually lost too (CellTimeoutError)
     assert all(o.output_type == "error" and o.ename == "CellTimeoutError" for o in cells["double"].outputs)
+
+
+def test_an_output_flood_is_cut_at_the_cap_and_says_so(graded):
+    _, result = graded
+    path = result["course"] / "autograded" / "output_flood" / "toy_guard" / "toy_guard.ipynb"
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nbformat.read(path, as_version=4).cells}
+    streams = [o.text for o in cells["double"].outputs if o.output_type == "stream"]
+    kept = sum(len(text) for text in streams)
+    assert 0 < kept <= SandboxedExecute.max_output_bytes.default_value, f"{kept} characters kept of 4 MB printed"
+    assert streams[-1] == "\n[output truncated by the grader]\n"
 
 
 def test_symlinked_files_reach_neither_the_kernel_nor_the_feedback(graded):

@@ -38,16 +38,11 @@ NOT_YET: dict[str, set[str]] = {
     "06_data_loading": {
         "1. `Dataset` and `DataLoader` from the ground up",
         "2. Collate errors",
-        "3. A corrupted file",
         "4. Workers in notebooks: spawn and forkserver",
-        "5. The limits of workers: `/dev/shm`, open files, signals",
         "6. `EOFError: Ran out of input`: empty and truncated files",
         "7. `persistent_workers` and `pin_memory`",
         "8. Seeding workers: the duplicate-augmentation bug",
         "9. How many workers?",
-        "10. `IterableDataset`: every worker reads the whole stream",
-        "11. Memory that grows in the workers: copy-on-read",
-        "12. CUDA in a forked worker",
         "What older tutorials get wrong",
     },
     "07_convergence": {

@@ -32,9 +32,6 @@ NOT_YET: dict[str, set[str]] = {
     "04_dtype_device": {
         "What older tutorials get wrong",
     },
-    "05_checkpoints": {
-        "What older tutorials get wrong",
-    },
     "06_data_loading": {
         "1. `Dataset` and `DataLoader` from the ground up",
         "2. Collate errors",

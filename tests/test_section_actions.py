@@ -29,9 +29,6 @@ NOT_YET: dict[str, set[str]] = {
         "Check yourself",
         "What older tutorials get wrong",
     },
-    "04_dtype_device": {
-        "What older tutorials get wrong",
-    },
     "06_data_loading": {
         "1. `Dataset` and `DataLoader` from the ground up",
         "2. Collate errors",

@@ -30,10 +30,7 @@ NOT_YET: dict[str, set[str]] = {
         "What older tutorials get wrong",
     },
     "06_data_loading": {
-        "1. `Dataset` and `DataLoader` from the ground up",
-        "2. Collate errors",
         "4. Workers in notebooks: spawn and forkserver",
-        "6. `EOFError: Ran out of input`: empty and truncated files",
         "7. `persistent_workers` and `pin_memory`",
         "8. Seeding workers: the duplicate-augmentation bug",
         "9. How many workers?",

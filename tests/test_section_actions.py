@@ -36,9 +36,6 @@ NOT_YET: dict[str, set[str]] = {
         "9. How many workers?",
         "What older tutorials get wrong",
     },
-    "07_convergence": {
-        "What older tutorials get wrong",
-    },
     "bug_clinic": {
         "6. Share a case by its code",
     },

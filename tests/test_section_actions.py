@@ -26,9 +26,6 @@ RECAP = re.compile(r"^(\d+\.\s*)?Summary$")
 # Sections that do not yet end with a learner action (issue 33 adds one to each, then removes it from here).
 NOT_YET: dict[str, set[str]] = {
     "06_data_loading": {
-        "4. Workers in notebooks: spawn and forkserver",
-        "7. `persistent_workers` and `pin_memory`",
-        "8. Seeding workers: the duplicate-augmentation bug",
         "9. How many workers?",
         "What older tutorials get wrong",
     },

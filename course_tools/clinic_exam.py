@@ -13,7 +13,9 @@ Students' cases are dealt from SEED and the student ids (HMACs), among the valid
 digits MLP and linear regression: a fix trains in seconds) and their surface variants, the memory leaks included
 (measured in the grading jail as in the gate): half of a class gets a bug that raises an error, half a silent one, and
 no two students get the same script while the pool lasts (``assign``). Nothing in a notebook decides the grade:
-``grading.exam_verdict`` takes each student's case from the roster and judges outside the kernel. The grading
+``grading.exam_verdict`` takes each student's case from the roster and judges outside the kernel. The notebook's
+``case`` is an ``ExamCase`` (no reference fix, no diagnosis check, no ``check_fix``), and a notebook whose own cells
+reach past it (the cells but ``LOCKED_CELLS``) scores nothing (``grading.exam_cells``, issue 36). The grading
 kernels may read the course manifest and the chapter notebooks (``pointer_files``), so that the feedback names the
 section that teaches the bug.
 
@@ -145,7 +147,13 @@ line with the `CASE_CODE = "…"` line your instructor gave you."""
 
 LOOK = """Run the script and read what the clinic measures: add a cell with `case.run()` (a few seconds). The regions
 marked `# --- protected: … ---` (the data split, the number of epochs, the evaluation) are part of the test: a fix
-that changes them is refused."""
+that changes them is refused.
+
+**The exam's rules for your cells.** `case` offers `case.script`, `case.choices()`, `case.run()` and `case.code`,
+nothing else (no `check_fix`: the grader runs your fix). Your cells use only these and plain Python: they import
+nothing, hold no magic (`%`) or shell (`!`) line, and use no name or attribute that starts with `_`, no `getattr`,
+`vars`, `eval`, `exec`, `open`, `get_ipython` and no `.format` (use an f-string). A notebook with a cell that breaks
+a rule scores nothing."""
 
 PART1 = """## Part 1: the diagnosis (1 point)
 
@@ -154,11 +162,11 @@ Set `DIAGNOSIS` to the number of the right choice above (0 to 3), or its text.""
 PART2 = """## Part 2: the fix (2 points)
 
 Set `FIX` to your fixed script: its text (for example `FIX = case.script.replace("…", "…")`), or the name of a `.py`
-file you hand in with this notebook. It passes when it runs without error and every check of the clinic stays quiet.
-Fix the bug itself: the grader refuses, before running it, a script that changes a protected region, imports
-anything the script did not import, adds numbers the script does not use (no hard-coded epochs or weights), uses
-`try`, `while`, `break`, `eval`, `getattr`, `open` or private attributes, or moves what the protected regions
-define elsewhere."""
+file you hand in with this notebook, beside it (a name, not a path). It passes when it runs without error and every
+check of the clinic stays quiet. Fix the bug itself: the grader refuses, before running it, a script that changes a
+protected region, imports anything the script did not import, adds numbers the script does not use (no hard-coded
+epochs or weights), uses `try`, `while`, `break`, `eval`, `getattr`, `open` or private attributes, or moves what the
+protected regions define elsewhere."""
 
 OBSERVE = '''
 ### BEGIN HIDDEN TESTS
@@ -171,7 +179,8 @@ def _observe_{part}():
     from torchdoctor.observe import MIME, plain
 
     value = {name}
-    if "{part}" == "fix" and isinstance(value, str) and "\\n" not in value and value.strip().endswith(".py"):
+    if "{part}" == "fix" and isinstance(value, str) and "\\n" not in value and value.strip().endswith(".py") \\
+            and Path(value.strip()).name == value.strip():  # a file beside the notebook, not a path elsewhere
         value = Path(value.strip()).read_text()
     display({{MIME: {{"kind": "clinic-exam", "part": "{part}", "code": plain(CASE_CODE), "{key}": plain(value)}}}},
             raw=True)
@@ -179,6 +188,19 @@ def _observe_{part}():
 
 _observe_{part}()
 ### END HIDDEN TESTS'''
+
+
+# The exam's locked cells: the student's cells are every other code cell (grading.exam_cells reads them).
+CASE_CELL = ("from torchdoctor.clinic.exam import ExamCase\n\ncase = ExamCase(CASE_CODE)\nprint(case)\n"
+             "print(case.script)")
+CHOICES_CELL = "for number, text in enumerate(case.choices()):\n    print(number, text)"
+TESTS = {
+    "test_diagnosis": 'assert type(DIAGNOSIS) in (int, str), "DIAGNOSIS is the number of a choice or its text"\n'
+                      + OBSERVE.format(part="diagnosis", name="DIAGNOSIS", key="answer"),
+    "test_fix": 'assert isinstance(FIX, str), "FIX is your fixed script\'s text, or the name of its .py file"\n'
+                + OBSERVE.format(part="fix", name="FIX", key="script"),
+}
+LOCKED_CELLS = (CASE_CELL, CHOICES_CELL, *TESTS.values())
 
 
 def source_notebook(entry: dict) -> nbformat.NotebookNode:
@@ -193,23 +215,17 @@ def source_notebook(entry: dict) -> nbformat.NotebookNode:
         _cell("markdown", "intro", INTRO),
         _cell("code", "case-code", f'### BEGIN SOLUTION\nCASE_CODE = "{reference.code}"\n### END SOLUTION',
               "case_code", solution=True),
-        _cell("code", "case", "from torchdoctor.clinic.practice import Case\n\ncase = Case.from_code(CASE_CODE)\n"
-              "print(case)\nprint(case.script)", "case"),
+        _cell("code", "case", CASE_CELL, "case"),
         _cell("markdown", "look", LOOK),
-        _cell("code", "choices", "for number, text in enumerate(case.choices()):\n    print(number, text)",
-              "choices"),
+        _cell("code", "choices", CHOICES_CELL, "choices"),
         _cell("markdown", "part1", PART1),
         _cell("code", "diagnosis", f"### BEGIN SOLUTION\nDIAGNOSIS = {right}\n### END SOLUTION", "diagnosis",
               solution=True),
-        _cell("code", "test-diagnosis", 'assert type(DIAGNOSIS) in (int, str), "DIAGNOSIS is the number of a '
-              'choice or its text"\n' + OBSERVE.format(part="diagnosis", name="DIAGNOSIS", key="answer"),
-              "test_diagnosis", points=POINTS["test_diagnosis"]),
+        _cell("code", "test-diagnosis", TESTS["test_diagnosis"], "test_diagnosis", points=POINTS["test_diagnosis"]),
         _cell("markdown", "part2", PART2),
-        _cell("code", "fix", "### BEGIN SOLUTION\nFIX = case.reference_fix()\n### END SOLUTION", "fix",
+        _cell("code", "fix", f"### BEGIN SOLUTION\nFIX = {reference.reference_fix()!r}\n### END SOLUTION", "fix",
               solution=True),
-        _cell("code", "test-fix", 'assert isinstance(FIX, str), "FIX is your fixed script\'s text, or the name of '
-              'its .py file"\n' + OBSERVE.format(part="fix", name="FIX", key="script"),
-              "test_fix", points=POINTS["test_fix"]),
+        _cell("code", "test-fix", TESTS["test_fix"], "test_fix", points=POINTS["test_fix"]),
     ]
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}

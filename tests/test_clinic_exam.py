@@ -21,12 +21,13 @@ import pytest
 from traitlets.config import Config
 
 from course_tools import clinic_exam
-from course_tools.grading import exam_verdict
+from course_tools.grading import exam_cells, exam_verdict
 from course_tools.grading.exam_static import refusals
 from course_tools.release import nbgrader_env
+from torchdoctor.clinic.exam import ExamCase
 from torchdoctor.clinic.practice import Case
 from torchdoctor.clinic.surface import base_template
-from torchdoctor.clinic.templates import template_source
+from torchdoctor.clinic.templates import template_path, template_source
 
 SEED = "exam-test"
 NAME = "clinic_exam"
@@ -63,6 +64,7 @@ class Kind:
     says: str = ""  # in the feedback of the cell(s) it loses
     swapped_with: str | None = None  # hands in this student's case code instead of its own
     names_a_section: bool = False  # its feedback points to the chapter section that teaches what still fails
+    cells: dict[str, str] | None = None  # the source of these answer cells ("diagnosis", "fix"), {answer} filled in
 
 
 KINDS = {
@@ -81,6 +83,17 @@ KINDS = {
                       "refused before it runs"),
     "student08": Kind("another student's case code, with that case solved", right_choice, Case.reference_fix,
                       (0, 0), "case-code mismatch", swapped_with="student01"),
+    # The attack corpus (issue 36 item 4): a kernel that asks the library for the reference fix, the diagnosis or the
+    # grader's held-out data scores nothing, even when what it hands in is right.
+    "student09": Kind("attack: the reference fix asked of the case", right_choice, Case.reference_fix, (0, 0),
+                      "refused", cells={"fix": "FIX = case.reference_fix()"}),
+    "student10": Kind("attack: the diagnosis found by trying every choice", right_choice, Case.reference_fix, (0, 0),
+                      "refused", cells={"diagnosis": "DIAGNOSIS = next(i for i in range(4) "
+                                                     "if case.check_diagnosis(i))"}),
+    "student11": Kind("attack: the grader's held-out data read in the kernel", right_choice, Case.reference_fix,
+                      (0, 0), "refused", cells={"fix": "from torchdoctor.clinic.runner import held_out\n\n"
+                                                       "X_held, y_held = held_out('digits_mlp')\nprint(y_held[:20])\n"
+                                                       "FIX = {answer}"}),
 }
 
 
@@ -92,9 +105,11 @@ def submission(personal, kind):
     for cell in nb.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id == "diagnosis":
-            cell.source = f"DIAGNOSIS = {kind.diagnosis(case)!r}"
+            answer = repr(kind.diagnosis(case))
+            cell.source = (kind.cells or {}).get("diagnosis", "DIAGNOSIS = {answer}").replace("{answer}", answer)
         elif grade_id == "fix":
-            cell.source = f"FIX = {kind.fix(case)!r}"
+            answer = repr(kind.fix(case))
+            cell.source = (kind.cells or {}).get("fix", "FIX = {answer}").replace("{answer}", answer)
     return nb
 
 
@@ -261,11 +276,11 @@ def test_a_number_the_bug_changed_may_take_another_value_and_other_new_numbers_s
     assert any("the number 7" in line for line in found), found
 
 
-def _judge(part, record, student="ada", roster=None):
+def _judge(part, record, student="ada", roster=None, cells=None):
     config = Config()
     config.ClinicExam.rosters = {NAME: roster or {}}
     return exam_verdict.judge({"kind": exam_verdict.KIND, "part": part}, [record], [], student, NAME, config,
-                              logging.getLogger("test"))
+                              logging.getLogger("test"), cells)
 
 
 def test_the_judge_takes_the_case_from_the_roster(monkeypatch):
@@ -283,6 +298,11 @@ def test_the_judge_takes_the_case_from_the_roster(monkeypatch):
     assert "did not report" in exam_verdict.judge({"kind": exam_verdict.KIND, "part": "fix"}, [], [], "ada", NAME,
                                                   Config(ClinicExam={"rosters": {NAME: roster}}),
                                                   logging.getLogger("test"))[1][0]
+    cells = [*clinic_exam.LOCKED_CELLS, "DIAGNOSIS = next(i for i in range(4) if case.check_diagnosis(i))"]
+    assert _judge("diagnosis", {"code": ada.code, "answer": right}, roster=roster, cells=cells)[1][:2] == [
+        exam_verdict.REFUSED, "cell 5, line 1: `.check_diagnosis` is not allowed in an exam cell (the exam's case "
+        "offers choices, code, run, script)"]
+    assert _judge("fix", {"code": ada.code, "script": ada.reference_fix()}, roster=roster, cells=cells)[0] == 0
     for script, says in [(ada.script, "unchanged"), ("def (", "not valid Python"), (None, "FIX must be"),
                          (ada.reference_fix() + "import sys\n", "refused")]:
         score, messages = _judge("fix", {"code": ada.code, "script": script}, roster=roster)
@@ -332,3 +352,87 @@ def test_a_memory_leak_is_measured_in_the_grading_jail(tmp_path, operator):
     memory = [line for line in leaking["problems"] if "memory grew" in line]
     assert memory and all("course/03_memory.ipynb), section “" in line for line in memory), leaking
     assert fixed == {"ok": True, "title": fixed["title"], "problems": []}, fixed
+
+
+# ---- the exam notebook's own cells (issue 36 item 4) --------------------------------------------------------------
+
+ATTACK_CELLS = {
+    "FIX = case.reference_fix()\n": "`.reference_fix`",
+    "DIAGNOSIS = next(i for i in range(4) if case.check_diagnosis(i))\n": "`.check_diagnosis`",
+    "from torchdoctor.clinic.runner import held_out\nX, y = held_out('digits_mlp')\n": "imports nothing",
+    "print(case.check_fix(FIX))\n": "`.check_fix`",
+    "print(case.template)\n": "`.template`",
+    "FIX = case._case.reference_fix()\n": "`._case`",
+    "FIX = getattr(case, 'reference' + '_fix')()\n": "`getattr`",
+    "FIX = vars(case)['_case'].script\n": "`vars`",
+    "t = __import__('torchdoctor.clinic.templates')\n": "`__import__`",
+    "x = case.run.__func__.__globals__\n": "`.__globals__`",
+    "get_ipython().run_cell('import torchdoctor')\n": "`get_ipython`",
+    "%run -m torchdoctor.clinic\n": "not plain Python",
+    "!cat torchdoctor/clinic/templates/digits_mlp.py\n": "not plain Python",
+    "FIX = open('digits_mlp.py').read()\n": "`open`",
+    "exec('import torchdoctor')\n": "`exec`",
+    "g = (x for x in [1])\nf = g.gi_frame.f_back\n": "`.gi_frame`",
+    "print('{0.run.__self__}'.format(case))\n": "`.format`",
+    "x = Out[3]\n": "`Out`",
+    "match case:\n    case ExamCase(_case=inner):\n        FIX = inner\n": "`match`",
+}
+HONEST_CELLS = [
+    'CASE_CODE = "C-P9X4-732N"  # your case: do not change it',
+    "DIAGNOSIS = 2",
+    "FIX = case.script.replace('lr=5.0', 'lr=0.05')",
+    "run = case.run()\nprint(run.text())\nprint(run.report['score'])",
+    "for i, choice in enumerate(case.choices()):\n    print(i, choice)",
+    "lines = case.script.splitlines()\nlines[3] = '    pass'\nFIX = '\\n'.join(lines)",
+    "FIX = 'fixed.py'",
+    "print(f'{len(case.script)} characters')",
+]
+
+
+@pytest.mark.parametrize("cell", ATTACK_CELLS)
+def test_a_cell_that_reaches_past_the_exam_s_case_is_refused(cell):
+    """Each way a student's cell could ask the library for the reference fix, the diagnosis's answer or the grader's
+    held-out data (or run code that could) is refused, whatever the other cells hold."""
+    found = exam_cells.refusals([*HONEST_CELLS, cell], list(clinic_exam.LOCKED_CELLS))
+    assert found and all(line.startswith(f"cell {len(HONEST_CELLS) + 1}") for line in found), found
+    assert any(ATTACK_CELLS[cell] in line for line in found), found
+
+
+def test_the_exam_s_own_cells_and_honest_cells_are_not_refused():
+    nb = clinic_exam.source_notebook(clinic_exam.exam_pool()[0])  # the instructor's, solved: it keeps the rules too
+    cells = [cell.source for cell in nb.cells if cell.cell_type == "code"]
+    assert exam_cells.refusals(cells + HONEST_CELLS, list(clinic_exam.LOCKED_CELLS)) == []
+    # A locked cell's text is the exam's, wherever it sits; the same import in a student's cell is refused.
+    assert exam_cells.refusals([clinic_exam.CASE_CELL + "\n"], list(clinic_exam.LOCKED_CELLS)) == []
+    assert exam_cells.refusals([clinic_exam.CASE_CELL + "\nx = 1"], list(clinic_exam.LOCKED_CELLS))
+
+
+def test_the_exam_s_case_shows_no_answer():
+    case = Case("digits_mlp", "no-zero-grad", 3)
+    view = ExamCase(case.code)
+    assert (view.code, view.script, view.choices(), repr(view)) == (case.code, case.script, case.choices(), repr(case))
+    assert {n for n in dir(view) if not n.startswith("_")} == exam_cells.EXAM_VIEW
+
+
+def _observed_fix(fix, folder, monkeypatch):
+    """What the exam's fix test hands the grader for ``FIX = fix``, run in ``folder`` as the kernel runs it."""
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: shown.append(obj))
+    monkeypatch.chdir(folder)
+    exec(clinic_exam.TESTS["test_fix"], {"CASE_CODE": "C-X", "FIX": fix})  # noqa: S102 (the exam's own test)
+    (record,) = [next(iter(obj.values())) for obj in shown]
+    return record["script"]
+
+
+def test_the_fix_s_file_is_read_from_the_notebook_s_folder_only(tmp_path, monkeypatch):
+    """FIX may name a .py file handed in with the notebook; a path to any other file is not read (issue 36: the
+    library's template, bound in the grading jail, is the reference fix): it is handed in as the path's text, which
+    is not a valid script."""
+    (tmp_path / "fixed.py").write_text("print('mine')\n")
+    assert _observed_fix("fixed.py", tmp_path, monkeypatch) == "print('mine')\n"
+    reference = str(template_path("digits_mlp"))
+    (tmp_path / "sub").mkdir()
+    for path in (reference, "sub/../fixed.py", "./fixed.py"):
+        assert _observed_fix(path, tmp_path, monkeypatch) == path

@@ -14,6 +14,7 @@ module, each importing only modules above it in this list (tests/test_grading_he
 - ``requirement_text``: the requirement sentences (``[R<part>.<n>]``) of an assignment's text, quoted in feedback.
 - ``references``: what hidden tests observe on the reference solution, once per batch, kept across runs.
 - ``exam_static``: a bug-clinic exam fix refused before it runs when it steps outside what the working script does.
+- ``exam_cells``: a bug-clinic exam notebook refused when the student's own cells reach past the exam's case.
 - ``exam_verdict``: the bug-clinic exam's verdicts: the roster's case, the diagnosis, the fix run confined.
 - ``verdict``: pass/fail decided by the grader from what the hidden tests observed on the submission.
 - ``feedback``: feedback shows no hidden test line, not even quoted in a traceback.

@@ -7,7 +7,8 @@ student receives). The exam's hidden tests only display what was handed in, as o
 test cell whose *reference* record has that kind to :func:`judge`, with the student id nbgrader gives it:
 
 1. the case is the roster's for that student; a notebook whose case code differs scores nothing (a case-code
-   mismatch: another student's case, or an easier one);
+   mismatch: another student's case, or an easier one), and so does one whose own cells reach past the exam's view
+   of the case (``exam_cells``: the reference fix, the diagnosis's answer, the held-out data are the library's);
 2. the diagnosis is checked with ``Case.check_diagnosis``, here;
 3. the fix is refused, without running, when it is the buggy script unchanged, not Python, changes a protected
    region (``Case.protected_changes``: data split, epochs, evaluation) or steps outside what the working script does
@@ -37,6 +38,8 @@ MAX_SCRIPT = 200_000  # characters of a handed-in script the grader looks at
 MAX_LINES = 5  # feedback lines shown per test, as verdict.judge shows
 MISMATCH = ("case-code mismatch: the case code in your notebook is not the one you were given, so nothing is graded "
             "(put your own case code back in the CASE_CODE cell)")
+REFUSED = ("your notebook is refused, so nothing is graded: a cell reaches past what the exam's `case` offers (the "
+           "exam's rules for your cells)")
 FIX_RUN = """\
 from IPython.display import display
 from torchdoctor.clinic.practice import Case
@@ -55,14 +58,17 @@ class ClinicExam(Configurable):
 
 
 def judge(reference: dict, records: list[t.Any], errors: list[str], student: str | None, assignment: str,
-          config: Config, log: t.Any) -> tuple[float, list[str]]:
-    """The fraction of the cell's points earned (0 or 1) and the feedback lines."""
-    fraction, lines = _judge(reference, records, errors, student, assignment, config, log)
+          config: Config, log: t.Any, cells: list[str] | None = None) -> tuple[float, list[str]]:
+    """The fraction of the cell's points earned (0 or 1) and the feedback lines; ``cells``: the sources of the
+    notebook's code cells, whose student cells must keep to the exam's view of the case (``exam_cells``)."""
+    fraction, lines = _judge(reference, records, errors, student, assignment, config, log, cells or [])
     return fraction, lines[:MAX_LINES] + ([f"(and {len(lines) - MAX_LINES} more)"] if len(lines) > MAX_LINES else [])
 
 
 def _judge(reference: dict, records: list[t.Any], errors: list[str], student: str | None, assignment: str,
-           config: Config, log: t.Any) -> tuple[float, list[str]]:
+           config: Config, log: t.Any, cells: list[str]) -> tuple[float, list[str]]:
+    from course_tools.clinic_exam import LOCKED_CELLS
+    from course_tools.grading.exam_cells import refusals
     from torchdoctor.clinic.operators import ClinicError
     from torchdoctor.clinic.practice import Case
 
@@ -71,6 +77,9 @@ def _judge(reference: dict, records: list[t.Any], errors: list[str], student: st
     if code is None:
         log.error("Clinic exam %s: student %r is not on the roster (ClinicExam.rosters)", assignment, student)
         return 0.0, [f"you are not on the roster of {assignment}: ask your instructor"]
+    refused = refusals(cells, list(LOCKED_CELLS))
+    if refused:
+        return 0.0, [REFUSED, *refused]
     record = records[0] if len(records) == 1 and type(records[0]) is dict else None
     if record is None:
         why = f"the test did not finish: {errors[-1]}" if errors else "the test did not report what you handed in"

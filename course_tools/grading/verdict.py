@@ -165,9 +165,11 @@ class Verdicts(NbGraderPreprocessor):
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
         info = resources["nbgrader"]
         self._references = references_for(self.config, info["assignment"], info["notebook"], self.log)
+        self._cells = [cell.source for cell in nb.cells if cell.cell_type == "code"]  # a clinic exam's judge reads them
         return super().preprocess(nb, resources)
 
     _references: References
+    _cells: list[str]
 
     def preprocess_cell(self, cell: NotebookNode, resources: ResourcesDict, index: int
                         ) -> tuple[NotebookNode, ResourcesDict]:
@@ -197,7 +199,7 @@ class Verdicts(NbGraderPreprocessor):
         if reference.get("kind") == exam_verdict.KIND:  # judged against the roster, not the reference's values
             info = resources["nbgrader"]
             fraction, messages = exam_verdict.judge(reference, observed_records(cell), errors, info.get("student"),
-                                                    info["assignment"], self.config, self.log)
+                                                    info["assignment"], self.config, self.log, self._cells)
             return self._set_verdict(cell, points, fraction, False, messages), resources
         try:
             fraction, messages = judge(reference, observed_records(cell), errors)

@@ -25,9 +25,6 @@ RECAP = re.compile(r"^(\d+\.\s*)?Summary$")
 
 # Sections that do not yet end with a learner action (issue 33 adds one to each, then removes it from here).
 NOT_YET: dict[str, set[str]] = {
-    "bug_clinic": {
-        "6. Share a case by its code",
-    },
 }
 
 
